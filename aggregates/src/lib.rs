@@ -1,0 +1,16 @@
+//! factledger-aggregates: the pure domain of factledger.
+//!
+//! Money types, commands, events, aggregates (on cqrs-es' `Aggregate` trait),
+//! transition tables and errors.
+//!
+//! **Architecture invariant:** this crate does no I/O. No sqlx, no network, no clock:
+//! time arrives inside commands. Everything here is a pure function of state and input,
+//! which is what makes replay, rebuild and reconciliation trustworthy.
+
+pub mod decide;
+pub mod money;
+pub mod upcast;
+pub mod wallet;
+
+pub use decide::{Decide, InvariantViolation};
+pub use money::{AmountMinor, BoundedId, Currency, ParseError};

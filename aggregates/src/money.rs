@@ -1,0 +1,189 @@
+//! Money and identifier newtypes: parse, don't validate. A value that exists is valid.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt;
+
+/// Why an input could not become a domain value. `rule` is stable text for clients.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{rule}")]
+pub struct ParseError {
+    pub rule: String,
+}
+
+impl ParseError {
+    fn new(rule: impl Into<String>) -> Self {
+        Self { rule: rule.into() }
+    }
+}
+
+/// A strictly positive amount in minor units (R-INV-4: integers only, never floats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct AmountMinor(i64);
+
+impl AmountMinor {
+    pub fn parse(value: i64) -> Result<Self, ParseError> {
+        if value <= 0 {
+            return Err(ParseError::new(
+                "must be a positive integer number of minor units",
+            ));
+        }
+        Ok(Self(value))
+    }
+
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for AmountMinor {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = AmountMinor;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a positive integer number of minor units within i64")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<AmountMinor, E> {
+                AmountMinor::parse(v).map_err(|e| E::custom(e.rule))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<AmountMinor, E> {
+                let v = i64::try_from(v)
+                    .map_err(|_| E::custom("must fit in a signed 64-bit integer"))?;
+                self.visit_i64(v)
+            }
+        }
+        // deserialize_i64 makes serde_json refuse floats and strings with a type error.
+        deserializer.deserialize_i64(Visitor)
+    }
+}
+
+/// An ISO 4217 alphabetic currency code: three upper-case ASCII letters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Currency([u8; 3]);
+
+impl Currency {
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let b = s.as_bytes();
+        if b.len() != 3 || !b.iter().all(u8::is_ascii_uppercase) {
+            return Err(ParseError::new(
+                "must be a three-letter upper-case ISO 4217 code, e.g. IDR",
+            ));
+        }
+        Ok(Self([b[0], b[1], b[2]]))
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII upper-case letters are ever stored (see `parse`).
+        std::str::from_utf8(&self.0).unwrap_or("???")
+    }
+}
+
+impl fmt::Display for Currency {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Currency {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Currency {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Currency::parse(&s).map_err(|e| serde::de::Error::custom(e.rule))
+    }
+}
+
+impl Default for Currency {
+    /// Only used by `Default` of an unopened aggregate; never reaches a ledger entry.
+    fn default() -> Self {
+        Self(*b"XXX")
+    }
+}
+
+/// Longest identifier accepted anywhere (ids are stored in VARCHAR(128) columns).
+pub const ID_LEN_MAX: usize = 128;
+
+/// An identifier from the outside world (wallet id, user id, ref id, ...): 1..=128
+/// characters of `[A-Za-z0-9_.:@-]`, so it is safe in URLs, logs and keys.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Default)]
+#[serde(transparent)]
+pub struct BoundedId(String);
+
+impl BoundedId {
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        if s.is_empty() || s.len() > ID_LEN_MAX {
+            return Err(ParseError::new(format!(
+                "must be 1 to {ID_LEN_MAX} characters long"
+            )));
+        }
+        let ok = s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':' | b'@'));
+        if !ok {
+            return Err(ParseError::new(
+                "may contain only letters, digits and _ - . : @",
+            ));
+        }
+        Ok(Self(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for BoundedId {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for BoundedId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        BoundedId::parse(&s).map_err(|e| serde::de::Error::custom(e.rule))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_must_be_positive_integers() {
+        assert!(AmountMinor::parse(0).is_err());
+        assert!(AmountMinor::parse(-5).is_err());
+        assert_eq!(AmountMinor::parse(1500).unwrap().get(), 1500);
+        assert!(serde_json::from_str::<AmountMinor>("1.5").is_err());
+        assert!(serde_json::from_str::<AmountMinor>("\"15\"").is_err());
+        assert!(serde_json::from_str::<AmountMinor>("9223372036854775808").is_err());
+        assert_eq!(
+            serde_json::from_str::<AmountMinor>("9223372036854775807")
+                .unwrap()
+                .get(),
+            i64::MAX
+        );
+    }
+
+    #[test]
+    fn currencies_are_three_upper_case_letters() {
+        assert_eq!(Currency::parse("IDR").unwrap().as_str(), "IDR");
+        for bad in ["idr", "ID", "IDRX", "1DR", ""] {
+            assert!(Currency::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ids_are_bounded_in_length_and_charset() {
+        assert!(BoundedId::parse("u-1").is_ok());
+        assert!(BoundedId::parse("").is_err());
+        assert!(BoundedId::parse(&"a".repeat(129)).is_err());
+        assert!(BoundedId::parse("a b").is_err());
+        assert!(BoundedId::parse("a/b").is_err());
+    }
+}

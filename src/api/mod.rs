@@ -1,0 +1,187 @@
+//! The HTTP API (axum, JSON). **Architecture invariant:** only this module knows about
+//! HTTP, headers and JSON request shapes; below it everything is typed commands.
+
+mod problem;
+mod streams;
+mod system;
+mod wallets;
+
+pub use problem::{Problem, ProblemBody};
+
+use crate::auth::{KeyStore, Principal, Role};
+use crate::bus::CommandBus;
+use crate::store::{DynStore, Metadata};
+use axum::extract::{FromRequestParts, MatchedPath, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use factledger_aggregates::wallet::Wallet;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::sync::Arc;
+use std::time::Instant;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+/// Largest request body accepted (413 beyond).
+pub const BODY_BYTES_MAX: usize = 64 * 1024;
+
+pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// ISO 3166 country (data centre) recorded on every event (R-INV-11).
+    pub country_code: String,
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: DynStore,
+    pub keys: KeyStore,
+    pub wallets: CommandBus<Wallet>,
+    pub config: Arc<ServiceConfig>,
+    pub metrics: PrometheusHandle,
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/health", get(system::health))
+        .route("/metrics", get(system::metrics))
+        .route("/openapi.json", get(system::openapi))
+        .route("/v1/wallets/{wallet_id}", get(wallets::get_wallet))
+        .route(
+            "/v1/wallets/{wallet_id}/commands",
+            post(wallets::post_command),
+        )
+        .route(
+            "/v1/streams/{aggregate_type}/{aggregate_id}/events",
+            get(streams::get_events),
+        )
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .layer(axum::middleware::from_fn(track_metrics))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID.clone()))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            let request_id = req
+                .headers()
+                .get(&REQUEST_ID)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            tracing::info_span!("http", method = %req.method(), uri = %req.uri(), request_id)
+        }))
+        .layer(SetRequestIdLayer::new(REQUEST_ID.clone(), MakeRequestUuid))
+        .with_state(state)
+}
+
+async fn track_metrics(req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let response = next.run(req).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("factledger_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status)
+        .increment(1);
+    metrics::histogram!("factledger_http_request_duration_seconds", "method" => method, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// The authenticated caller of a request and the request's tracing context.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub principal: Principal,
+    pub request_id: String,
+    pub correlation_id: String,
+    pub causation_id: Option<String>,
+    pub trace_id: String,
+}
+
+impl Caller {
+    /// Refuse callers whose role may not change money.
+    pub fn require_write(&self) -> Result<(), Problem> {
+        if self.principal.role.can_write() {
+            Ok(())
+        } else {
+            Err(Problem::forbidden(&format!(
+                "role {} may read but not send commands",
+                self.principal.role
+            )))
+        }
+    }
+
+    pub fn require_role(&self, roles: &[Role]) -> Result<(), Problem> {
+        if roles.contains(&self.principal.role) {
+            Ok(())
+        } else {
+            Err(Problem::forbidden(&format!(
+                "role {} may not do this",
+                self.principal.role
+            )))
+        }
+    }
+
+    pub fn metadata(&self, country_code: &str, command_id: Option<String>) -> Metadata {
+        Metadata {
+            correlation_id: self.correlation_id.clone(),
+            causation_id: self.causation_id.clone(),
+            command_id,
+            actor: self.principal.actor(),
+            request_id: self.request_id.clone(),
+            trace_id: self.trace_id.clone(),
+            country_code: country_code.to_owned(),
+        }
+    }
+}
+
+fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        let headers = &parts.headers;
+        let auth = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| Problem::unauthorized("missing Authorization: Bearer <api key>"))?;
+        let secret = auth
+            .strip_prefix("Bearer ")
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && s.len() <= 256)
+            .ok_or_else(|| Problem::unauthorized("Authorization must be `Bearer <api key>`"))?;
+        let principal = state
+            .keys
+            .authenticate(secret)
+            .await
+            .map_err(|e| Problem::internal(format!("key lookup failed: {e}")))?
+            .ok_or_else(|| Problem::unauthorized("unknown or revoked API key"))?;
+        let request_id = header(headers, REQUEST_ID.as_str())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        // W3C traceparent: 00-<32 hex trace id>-<16 hex parent>-<flags>.
+        let trace_id = header(headers, "traceparent")
+            .and_then(|t| t.split('-').nth(1).map(str::to_owned))
+            .filter(|t| t.len() == 32)
+            .unwrap_or_else(|| request_id.replace('-', ""));
+        tracing::Span::current().record("actor", principal.actor());
+        Ok(Caller {
+            correlation_id: header(headers, "x-correlation-id")
+                .unwrap_or_else(|| request_id.clone()),
+            causation_id: header(headers, "x-causation-id"),
+            principal,
+            request_id,
+            trace_id,
+        })
+    }
+}

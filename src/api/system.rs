@@ -1,0 +1,65 @@
+//! Health, metrics and the OpenAPI document.
+
+use super::{AppState, Problem};
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Json;
+use utoipa::OpenApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "factledger", description = "Event-sourced money ledger"),
+    paths(
+        super::wallets::post_command,
+        super::wallets::get_wallet,
+        super::streams::get_events,
+        health
+    ),
+    components(schemas(
+        super::problem::ProblemBody,
+        crate::store::EventView,
+        super::wallets::CommandResponse,
+        super::wallets::WalletView,
+        super::wallets::BlockView,
+        super::streams::EventsPage
+    )),
+    modifiers(&BearerAuth)
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// Liveness and database reachability (no authentication).
+#[utoipa::path(get, path = "/health", responses((status = 200, description = "The service and its database answer")))]
+pub async fn health(State(state): State<AppState>) -> Result<impl IntoResponse, Problem> {
+    let head = state.store.head_position().await?;
+    Ok(Json(serde_json::json!({
+        "status": "ok",
+        "database": state.store.backend(),
+        "head_position": head,
+    })))
+}
+
+/// Prometheus text exposition (no authentication, like most scrapers expect).
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+}
+
+pub async fn openapi() -> impl IntoResponse {
+    Json(ApiDoc::openapi())
+}

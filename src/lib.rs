@@ -1,0 +1,8 @@
+//! factledger: an event-sourced money ledger. See ARCHITECTURE.md for the map.
+
+pub mod api;
+pub mod auth;
+pub mod bus;
+pub mod server;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,195 @@
+//! The `factledger` binary: the service and its operator commands.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use factledger::auth::Role;
+use factledger::server::{DATABASE_URL_DEFAULT, LISTEN_DEFAULT};
+use factledger::store;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "factledger", version, about = "Event-sourced money ledger")]
+struct Cli {
+    /// Database: sqlite://FILE (created if missing) or mysql://USER@HOST:PORT/DB.
+    #[arg(long, global = true, env = "DATABASE_URL", default_value = DATABASE_URL_DEFAULT)]
+    database_url: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP service (migrates the database first).
+    Serve {
+        #[arg(long, env = "FACTLEDGER_LISTEN", default_value = LISTEN_DEFAULT)]
+        listen: String,
+        /// Country / data centre recorded on every event.
+        #[arg(long, env = "FACTLEDGER_COUNTRY", default_value = "ID")]
+        country_code: String,
+    },
+    /// Apply pending migrations and exit.
+    Migrate,
+    /// Print the events of one stream as JSON lines.
+    Events {
+        aggregate_type: String,
+        aggregate_id: String,
+    },
+    /// Verify the hash chains; exits non-zero naming the first broken event.
+    Verify {
+        /// Only this stream, as TYPE/ID (default: every stream).
+        #[arg(long)]
+        stream: Option<String>,
+    },
+    /// Manage API keys.
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysAction {
+    /// Create a key and print it (it is shown only once).
+    Create {
+        #[arg(long, value_parser = |s: &str| s.parse::<Role>())]
+        role: Role,
+    },
+    /// Revoke a key by its id.
+    Revoke { key_id: String },
+    /// List keys (ids and roles; never secrets).
+    List,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    factledger::telemetry::init();
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve {
+            listen,
+            country_code,
+        } => {
+            let cwd = std::env::current_dir()?;
+            let started = factledger::server::start(&cli.database_url, &country_code, &cwd).await?;
+            if let Some(key) = &started.admin_key {
+                println!(
+                    "First start: created admin API key (shown once, also written to {}):\n{}",
+                    factledger::auth::ADMIN_KEY_FILE,
+                    key.secret
+                );
+            }
+            let listener = tokio::net::TcpListener::bind(&listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen}"))?;
+            println!("factledger listening on http://{}", listener.local_addr()?);
+            factledger::server::serve(started.state, listener, shutdown_signal()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Migrate => {
+            let db = store::open(&cli.database_url).await?;
+            println!(
+                "migrated {} database; head position {}",
+                db.store.backend(),
+                db.store.head_position().await?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Events {
+            aggregate_type,
+            aggregate_id,
+        } => {
+            let db = store::open(&cli.database_url).await?;
+            let mut from = 1;
+            loop {
+                let page = db
+                    .store
+                    .read_stream(&aggregate_type, &aggregate_id, from, store::READ_LIMIT_MAX)
+                    .await?;
+                let Some(last) = page.last() else { break };
+                from = last.sequence + 1;
+                for e in &page {
+                    println!("{}", serde_json::to_string(&e.view()?)?);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Verify { stream } => {
+            let db = store::open(&cli.database_url).await?;
+            let target = match &stream {
+                Some(s) => Some(
+                    s.split_once('/')
+                        .context("--stream must be TYPE/ID, e.g. wallet/w-1")?,
+                ),
+                None => None,
+            };
+            let report = store::verify(&*db.store, target).await?;
+            match &report.first_broken {
+                None => {
+                    println!(
+                        "ok: {} events in {} streams verified",
+                        report.events_checked, report.streams_checked
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(b) => {
+                    println!(
+                        "BROKEN: {}/{} sequence {} (global position {}): {}",
+                        b.aggregate_type, b.aggregate_id, b.sequence, b.global_position, b.reason
+                    );
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
+        Command::Keys { action } => {
+            let db = store::open(&cli.database_url).await?;
+            match action {
+                KeysAction::Create { role } => {
+                    let key = db.keys.create(role).await?;
+                    println!("created {} key {} (shown once):", key.role, key.key_id);
+                    println!("{}", key.secret);
+                }
+                KeysAction::Revoke { key_id } => {
+                    if !db.keys.revoke(&key_id).await? {
+                        anyhow::bail!("no active key with id {key_id}");
+                    }
+                    println!("revoked key {key_id}");
+                }
+                KeysAction::List => {
+                    for k in db.keys.list().await? {
+                        println!("{}", serde_json::to_string(&k)?);
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,451 @@
+//! The event store (SPEC §2): streams of immutable events with per-stream sequences,
+//! a store-wide global position a reader can trust, hash chains, snapshots,
+//! idempotency records and unique ledger references.
+//!
+//! One trait, [`EventStore`], two backends: [`mysql::MysqlStore`] (production) and
+//! [`sqlite::SqliteStore`] (embedded default). Everything above this module talks to
+//! the trait only.
+
+pub mod hash;
+pub mod mysql;
+pub mod sqlite;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::Arc;
+
+pub use hash::{event_hash, GENESIS_HASH};
+
+/// Longest page any read returns; callers ask for less.
+pub const READ_LIMIT_MAX: i64 = 1_000;
+
+/// Metadata recorded on every event of a unit (SPEC R-ES-5). `event_id` and
+/// `recorded_at` are per event and live on [`SealedEvent`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Metadata {
+    pub correlation_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causation_id: Option<String>,
+    /// The idempotency key of the command, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
+    pub actor: String,
+    pub request_id: String,
+    pub trace_id: String,
+    pub country_code: String,
+}
+
+/// An event ready to be written: ids, time and hash chain already fixed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SealedEvent {
+    pub event_id: uuid::Uuid,
+    pub sequence: i64,
+    pub event_type: String,
+    pub event_version: i32,
+    /// JSON text of the payload, exactly as hashed and stored.
+    pub payload: String,
+    /// JSON text of the metadata (includes `event_id` and `recorded_at`).
+    pub metadata: String,
+    pub recorded_at: DateTime<Utc>,
+    pub hash: String,
+    /// Copied out of the metadata into indexed columns for audit queries.
+    pub correlation_id: String,
+    pub actor: String,
+}
+
+/// The events one unit appends to one stream, with the version it expects the
+/// stream to be at (optimistic concurrency, SPEC R-ES-2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamAppend {
+    pub aggregate_type: String,
+    pub aggregate_id: String,
+    /// The stream's version (= last sequence, 0 for a new stream) the events were
+    /// decided on. The append fails with a conflict if the stream moved on.
+    pub expected_version: i64,
+    pub events: Vec<SealedEvent>,
+}
+
+/// A unique business key written with the events (SPEC R-INV-1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerRefRow {
+    pub ref_type: String,
+    pub ref_id: String,
+    pub entry_type: String,
+    pub aggregate_id: String,
+    /// Index of the event inside the unit (counting across its streams) that the
+    /// reference belongs to; the backend turns it into a global position.
+    pub event_index: usize,
+}
+
+/// An idempotency record written in the same transaction as the append (R-ES-9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRow {
+    pub key: String,
+    /// SHA-256 of the request (method, path and body).
+    pub request_hash: String,
+}
+
+/// A snapshot written in the same transaction as the events it covers (R-ES-7).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotRow {
+    pub aggregate_type: String,
+    pub aggregate_id: String,
+    pub snapshot_version: i32,
+    pub stream_version: i64,
+    pub last_hash: String,
+    pub state: String,
+}
+
+/// Everything one business action writes: all of it or nothing (SPEC R-ES-3).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UnitOfWork {
+    pub streams: Vec<StreamAppend>,
+    pub ledger_refs: Vec<LedgerRefRow>,
+    pub idempotency: Option<IdempotencyRow>,
+    pub snapshots: Vec<SnapshotRow>,
+    /// Test hook (R-ES-3 proof): fail the write after this many streams were
+    /// written, before the unit commits. Always `None` in the service.
+    pub fail_after_streams: Option<usize>,
+}
+
+impl UnitOfWork {
+    pub fn event_count(&self) -> usize {
+        self.streams.iter().map(|s| s.events.len()).sum()
+    }
+}
+
+/// The global positions a committed unit received, in the order of its events
+/// (streams in order, events in order within each stream).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommittedUnit {
+    pub positions: Vec<i64>,
+}
+
+/// An event as read back from the store.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredEvent {
+    pub global_position: i64,
+    pub aggregate_type: String,
+    pub aggregate_id: String,
+    pub sequence: i64,
+    pub event_type: String,
+    pub event_version: i32,
+    pub event_id: String,
+    pub payload: String,
+    pub metadata: String,
+    pub hash: String,
+    pub recorded_at: DateTime<Utc>,
+}
+
+impl StoredEvent {
+    /// The payload in its current shape (SPEC R-ES-6): stored events are never
+    /// rewritten; old versions are upcast on read.
+    pub fn current_payload(&self) -> Result<(i32, Value), StoreError> {
+        let raw: Value = serde_json::from_str(&self.payload)
+            .map_err(|e| StoreError::Corrupt(format!("event {}: {e}", self.global_position)))?;
+        factledger_aggregates::upcast::upcast(
+            &self.aggregate_type,
+            &self.event_type,
+            self.event_version,
+            raw,
+        )
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    /// Recompute this event's hash given its predecessor's.
+    pub fn recompute_hash(&self, prev_hash: &str) -> String {
+        event_hash(
+            prev_hash,
+            &self.aggregate_type,
+            &self.aggregate_id,
+            self.sequence,
+            &self.event_type,
+            self.event_version,
+            &self.payload,
+            &self.metadata,
+        )
+    }
+}
+
+/// An event as clients see it: payload upcast to its current shape, metadata parsed.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct EventView {
+    pub global_position: i64,
+    pub aggregate_type: String,
+    pub aggregate_id: String,
+    pub sequence: i64,
+    pub event_id: String,
+    pub event_type: String,
+    /// The version of `payload`'s shape after upcasting.
+    pub event_version: i32,
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    #[schema(value_type = Object)]
+    pub metadata: Value,
+    pub hash: String,
+    pub recorded_at: DateTime<Utc>,
+}
+
+impl StoredEvent {
+    pub fn view(&self) -> Result<EventView, StoreError> {
+        let (event_version, payload) = self.current_payload()?;
+        let metadata = serde_json::from_str(&self.metadata)
+            .map_err(|e| StoreError::Corrupt(format!("event {}: {e}", self.global_position)))?;
+        Ok(EventView {
+            global_position: self.global_position,
+            aggregate_type: self.aggregate_type.clone(),
+            aggregate_id: self.aggregate_id.clone(),
+            sequence: self.sequence,
+            event_id: self.event_id.clone(),
+            event_type: self.event_type.clone(),
+            event_version,
+            payload,
+            metadata,
+            hash: self.hash.clone(),
+            recorded_at: self.recorded_at,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSnapshot {
+    pub snapshot_version: i32,
+    pub stream_version: i64,
+    pub last_hash: String,
+    pub state: String,
+}
+
+/// What an idempotency key recorded: the request's hash and the positions of the
+/// events the original command produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    pub request_hash: String,
+    pub first_position: i64,
+    pub last_position: i64,
+}
+
+/// The first broken link of a hash chain (SPEC R-ES-8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrokenLink {
+    pub aggregate_type: String,
+    pub aggregate_id: String,
+    pub sequence: i64,
+    pub global_position: i64,
+    pub expected_hash: String,
+    pub stored_hash: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    pub streams_checked: u64,
+    pub events_checked: u64,
+    pub first_broken: Option<BrokenLink>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A stream was not at the expected version: someone else appended first.
+    #[error("stream {aggregate_type}/{aggregate_id} is not at version {expected_version}")]
+    Conflict {
+        aggregate_type: String,
+        aggregate_id: String,
+        expected_version: i64,
+    },
+    /// The unique ledger index refused a reference (R-INV-1).
+    #[error("ledger reference already exists: {0}")]
+    DuplicateLedgerRef(String),
+    /// Another request with the same idempotency key committed first.
+    #[error("idempotency key already used: {0}")]
+    DuplicateIdempotencyKey(String),
+    /// The database refused the unit; it was rolled back.
+    #[error("database error: {0}")]
+    Database(String),
+    /// The connection failed while the unit was in flight: it may or may not have
+    /// committed. Callers re-read before deciding anything.
+    #[error("outcome unknown: {0}")]
+    OutcomeUnknown(String),
+    /// Stored data does not parse or contradicts itself.
+    #[error("corrupt store data: {0}")]
+    Corrupt(String),
+    #[error("injected failure after {0} streams (test hook)")]
+    Injected(usize),
+}
+
+#[async_trait]
+pub trait EventStore: Send + Sync + 'static {
+    /// `"mysql"` or `"sqlite"`.
+    fn backend(&self) -> &'static str;
+
+    /// Append several units in ONE transaction: all of them or none (group commit).
+    /// Each unit's positions are contiguous and in unit order.
+    async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError>;
+
+    /// Events of one stream with `sequence >= from_sequence`, at most `limit`.
+    async fn read_stream(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        from_sequence: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// Events with `global_position > after_position` in global order, at most `limit`.
+    async fn read_all(
+        &self,
+        after_position: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// Events with positions in `[first, last]`.
+    async fn read_positions(&self, first: i64, last: i64) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// The version (last sequence) and last hash of a stream; `(0, GENESIS)` if empty.
+    async fn stream_head(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+    ) -> Result<(i64, String), StoreError>;
+
+    async fn load_snapshot(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+    ) -> Result<Option<StoredSnapshot>, StoreError>;
+
+    /// Delete every snapshot (they are an optimisation only). Returns how many.
+    async fn delete_snapshots(&self) -> Result<u64, StoreError>;
+
+    async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    /// The streams in key order after `(after_type, after_id)`, at most `limit`
+    /// (keyset paging for verify).
+    async fn list_streams(
+        &self,
+        after: Option<(String, String)>,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// The highest global position committed so far.
+    async fn head_position(&self) -> Result<i64, StoreError>;
+
+    /// Raw SQL access for tests and operators (e.g. planting tamper cases).
+    async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError>;
+}
+
+pub type DynStore = Arc<dyn EventStore>;
+
+/// Open the store named by a database URL (`mysql://…` or `sqlite://…`), creating
+/// the SQLite file if missing, and run the migrations.
+pub async fn connect(url: &str) -> anyhow::Result<DynStore> {
+    Ok(open(url).await?.store)
+}
+
+/// Everything that lives in the database: the event store and the API keys.
+pub struct Database {
+    pub store: DynStore,
+    pub keys: crate::auth::KeyStore,
+}
+
+/// Open a database URL, run migrations, and hand out its parts.
+pub async fn open(url: &str) -> anyhow::Result<Database> {
+    if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+        let url = url.replacen("mariadb://", "mysql://", 1);
+        let s = mysql::MysqlStore::connect(&url).await?;
+        let keys = crate::auth::KeyStore::Mysql(s.pool().clone());
+        Ok(Database {
+            store: Arc::new(s),
+            keys,
+        })
+    } else if url.starts_with("sqlite:") {
+        let s = sqlite::SqliteStore::connect(url).await?;
+        let keys = crate::auth::KeyStore::Sqlite(s.pool().clone());
+        Ok(Database {
+            store: Arc::new(s),
+            keys,
+        })
+    } else {
+        anyhow::bail!("database URL must start with mysql:// or sqlite:, got {url:?}")
+    }
+}
+
+/// Verify the hash chain of one stream or of every stream (R-ES-8), streaming in
+/// pages so memory stays bounded.
+pub async fn verify(
+    store: &dyn EventStore,
+    stream: Option<(&str, &str)>,
+) -> Result<VerifyReport, StoreError> {
+    let mut report = VerifyReport {
+        streams_checked: 0,
+        events_checked: 0,
+        first_broken: None,
+    };
+    if let Some((t, id)) = stream {
+        report.first_broken = verify_stream(store, t, id, &mut report.events_checked).await?;
+        report.streams_checked = 1;
+        return Ok(report);
+    }
+    let mut after = None;
+    loop {
+        let page = store.list_streams(after.clone(), READ_LIMIT_MAX).await?;
+        let Some(last) = page.last().cloned() else {
+            return Ok(report);
+        };
+        for (t, id) in &page {
+            report.streams_checked += 1;
+            if let Some(b) = verify_stream(store, t, id, &mut report.events_checked).await? {
+                report.first_broken = Some(b);
+                return Ok(report);
+            }
+        }
+        after = Some(last);
+    }
+}
+
+async fn verify_stream(
+    store: &dyn EventStore,
+    aggregate_type: &str,
+    aggregate_id: &str,
+    events_checked: &mut u64,
+) -> Result<Option<BrokenLink>, StoreError> {
+    let mut prev = GENESIS_HASH.to_owned();
+    let mut next_sequence = 1;
+    loop {
+        let page = store
+            .read_stream(aggregate_type, aggregate_id, next_sequence, READ_LIMIT_MAX)
+            .await?;
+        if page.is_empty() {
+            return Ok(None);
+        }
+        for e in &page {
+            *events_checked += 1;
+            let expected = e.recompute_hash(&prev);
+            let reason = if e.sequence != next_sequence {
+                Some(format!(
+                    "sequence {} follows {}",
+                    e.sequence,
+                    next_sequence - 1
+                ))
+            } else if expected != e.hash {
+                Some("stored hash does not match the event's content and its predecessor".into())
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Ok(Some(BrokenLink {
+                    aggregate_type: aggregate_type.to_owned(),
+                    aggregate_id: aggregate_id.to_owned(),
+                    sequence: e.sequence,
+                    global_position: e.global_position,
+                    expected_hash: expected,
+                    stored_hash: e.hash.clone(),
+                    reason,
+                }));
+            }
+            prev = e.hash.clone();
+            next_sequence += 1;
+        }
+    }
+}

@@ -1,0 +1,715 @@
+//! MariaDB/MySQL backend.
+//!
+//! An append is ONE round trip: a multi-statement text query
+//! `BEGIN; lock event_sequence; guard; INSERT events…; INSERT ledger_refs…; …; COMMIT`.
+//! Values are written as hex literals (`_utf8mb4 x'…'`) so no input can change the
+//! statement, whatever the SQL mode. Global positions are `@fl_base + n`, where
+//! `@fl_base` is read from the single `event_sequence` row under `FOR UPDATE`; the lock
+//! is held to COMMIT, so appends commit in position order (R-ES-4).
+//!
+//! When a statement fails the server stops there; the statement's index tells which
+//! part of the unit failed (stream conflict, duplicate ledger ref, duplicate key), and
+//! the connection is rolled back before it returns to the pool.
+
+use super::{
+    CommittedUnit, EventStore, IdempotencyRecord, StoreError, StoredEvent, StoredSnapshot,
+    UnitOfWork, GENESIS_HASH,
+};
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDateTime, Utc};
+use futures::TryStreamExt;
+use sqlx::mysql::{MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::{Connection, Either, Row};
+use std::fmt::Write as _;
+
+/// Connections in the pool: the writer, readers and background workers.
+pub const POOL_CONNECTIONS_MAX: u32 = 16;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/mysql");
+
+pub struct MysqlStore {
+    pool: MySqlPool,
+}
+
+/// What each statement of an append does, to map a failure back to its meaning.
+#[derive(Debug, Clone)]
+enum Stmt {
+    Plain,
+    /// The (unit, stream) of each stream whose head is checked.
+    StreamGuard(Vec<(usize, usize)>),
+    Events {
+        unit: usize,
+        stream: usize,
+    },
+    LedgerRefs,
+    CommandLog,
+    Inject(usize),
+}
+
+impl MysqlStore {
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let pool = MySqlPoolOptions::new()
+            .max_connections(POOL_CONNECTIONS_MAX)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    // Strict mode is load-bearing: the append guard relies on a NULL
+                    // into a NOT NULL column being an error, never a silent 0.
+                    sqlx::Executor::execute(
+                        conn,
+                        "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,\
+                         NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION', \
+                         time_zone = '+00:00'",
+                    )
+                    .await
+                    .map(|_| ())
+                })
+            })
+            .connect(url)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// Build the statements of one append of `units`.
+    fn build(units: &[UnitOfWork]) -> Result<(Vec<(String, Stmt)>, usize), StoreError> {
+        let total: usize = units.iter().map(UnitOfWork::event_count).sum();
+        let mut stmts: Vec<(String, Stmt)> = vec![("BEGIN".into(), Stmt::Plain)];
+        // Guard: every stream must be at exactly the head its first append in this
+        // batch expects (checked as MAX(sequence), one index dive per stream, while
+        // taking the sequence lock, so nothing can move it until COMMIT); a later
+        // append to the same stream in this batch must continue exactly where the
+        // previous one ends (its rows do not exist yet when the guard runs). @fl_bad is
+        // the index of the first failed check, -1 if none; the UPDATE below writes
+        // NULL into a NOT NULL column (strict mode: error 1048) when a check failed,
+        // which fails the unit before anything is inserted, and `append` reads
+        // @fl_bad back to name the stream.
+        let mut cases = String::new();
+        let mut checked = Vec::new();
+        let mut ends: std::collections::HashMap<(&str, &str), i64> = Default::default();
+        for (u, si, s) in units.iter().enumerate().flat_map(|(u, unit)| {
+            unit.streams
+                .iter()
+                .enumerate()
+                .map(move |(si, s)| (u, si, s))
+        }) {
+            if s.events.is_empty() {
+                continue;
+            }
+            let key = (s.aggregate_type.as_str(), s.aggregate_id.as_str());
+            let bad = match ends.get(&key) {
+                Some(&end) if s.expected_version == end => None,
+                Some(_) => Some("TRUE".to_owned()),
+                None => Some(format!(
+                    "COALESCE((SELECT MAX(sequence) FROM events WHERE aggregate_type = {} \
+                     AND aggregate_id = {}), 0) <> {}",
+                    lit(&s.aggregate_type),
+                    lit(&s.aggregate_id),
+                    s.expected_version
+                )),
+            };
+            ends.insert(key, s.expected_version + s.events.len() as i64);
+            if let Some(bad) = bad {
+                let _ = write!(cases, " WHEN {bad} THEN {}", checked.len());
+                checked.push((u, si));
+            }
+        }
+        let bad = if checked.is_empty() {
+            "-1".to_owned()
+        } else {
+            format!("CASE{cases} ELSE -1 END")
+        };
+        stmts.push((
+            format!(
+                "SELECT last_position, {bad} INTO @fl_base, @fl_bad FROM event_sequence \
+                 WHERE id = 1 FOR UPDATE"
+            ),
+            Stmt::Plain,
+        ));
+        stmts.push((
+            format!(
+                "UPDATE event_sequence SET last_position = \
+                 IF(@fl_bad < 0, @fl_base + {total}, NULL) WHERE id = 1"
+            ),
+            Stmt::StreamGuard(checked),
+        ));
+        // One multi-row INSERT for the whole batch, unless a unit asks for an
+        // injected failure between its streams (tests): then one per stream.
+        let split = units.iter().any(|u| u.fail_after_streams.is_some());
+        let mut batch_rows = String::new();
+        let mut offset = 0usize; // events of earlier units
+        let mut refs = String::new();
+        let mut log = String::new();
+        let mut snaps = String::new();
+        for (u, unit) in units.iter().enumerate() {
+            let mut in_unit = 0usize;
+            for (si, s) in unit.streams.iter().enumerate() {
+                if unit.fail_after_streams == Some(si) {
+                    stmts.push((
+                        "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fl_injected_failure'".into(),
+                        Stmt::Inject(si),
+                    ));
+                }
+                if s.events.is_empty() {
+                    continue;
+                }
+                let mut sql = String::new();
+                for e in &s.events {
+                    if !sql.is_empty() {
+                        sql.push(',');
+                    }
+                    let _ = write!(
+                        sql,
+                        "(@fl_base + {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                        offset + in_unit + 1,
+                        lit(&s.aggregate_type),
+                        lit(&s.aggregate_id),
+                        e.sequence,
+                        lit(&e.event_type),
+                        e.event_version,
+                        lit(&e.event_id.to_string()),
+                        lit(&e.payload),
+                        lit(&e.metadata),
+                        lit(&e.correlation_id),
+                        lit(&e.actor),
+                        lit(&e.hash),
+                        time_lit(&e.recorded_at),
+                    );
+                    in_unit += 1;
+                }
+                if split {
+                    stmts.push((
+                        format!("{INSERT_EVENTS}{sql}"),
+                        Stmt::Events {
+                            unit: u,
+                            stream: si,
+                        },
+                    ));
+                } else {
+                    if !batch_rows.is_empty() {
+                        batch_rows.push(',');
+                    }
+                    batch_rows.push_str(&sql);
+                }
+            }
+            if unit.fail_after_streams == Some(unit.streams.len()) {
+                stmts.push((
+                    "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fl_injected_failure'".into(),
+                    Stmt::Inject(unit.streams.len()),
+                ));
+            }
+            for r in &unit.ledger_refs {
+                refs.push_str(if refs.is_empty() { "" } else { "," });
+                let _ = write!(
+                    refs,
+                    "({}, {}, {}, {}, @fl_base + {})",
+                    lit(&r.ref_type),
+                    lit(&r.ref_id),
+                    lit(&r.entry_type),
+                    lit(&r.aggregate_id),
+                    offset + r.event_index + 1
+                );
+            }
+            if let Some(idem) = &unit.idempotency {
+                let (first, last) = if in_unit == 0 {
+                    ("0".to_owned(), "0".to_owned())
+                } else {
+                    (
+                        format!("@fl_base + {}", offset + 1),
+                        format!("@fl_base + {}", offset + in_unit),
+                    )
+                };
+                log.push_str(if log.is_empty() { "" } else { "," });
+                let _ = write!(
+                    log,
+                    "({}, {}, {first}, {last}, UTC_TIMESTAMP(6))",
+                    lit(&idem.key),
+                    lit(&idem.request_hash)
+                );
+            }
+            for s in &unit.snapshots {
+                snaps.push_str(if snaps.is_empty() { "" } else { "," });
+                let _ = write!(
+                    snaps,
+                    "({}, {}, {}, {}, {}, {}, UTC_TIMESTAMP(6))",
+                    lit(&s.aggregate_type),
+                    lit(&s.aggregate_id),
+                    s.snapshot_version,
+                    s.stream_version,
+                    lit(&s.last_hash),
+                    lit(&s.state)
+                );
+            }
+            offset += in_unit;
+        }
+        // The key first: a repeated request is reported as such (and replayed by the
+        // bus), not as a duplicate of the ledger refs it would write again.
+        if !log.is_empty() {
+            stmts.push((
+                format!(
+                    "INSERT INTO command_log (idempotency_key, request_hash, first_position, \
+                     last_position, created_at) VALUES {log}"
+                ),
+                Stmt::CommandLog,
+            ));
+        }
+        if !batch_rows.is_empty() {
+            stmts.push((
+                format!("{INSERT_EVENTS}{batch_rows}"),
+                Stmt::Events { unit: 0, stream: 0 },
+            ));
+        }
+        if !refs.is_empty() {
+            stmts.push((
+                format!(
+                    "INSERT INTO ledger_refs (ref_type, ref_id, entry_type, aggregate_id, \
+                     global_position) VALUES {refs}"
+                ),
+                Stmt::LedgerRefs,
+            ));
+        }
+        if !snaps.is_empty() {
+            stmts.push((
+                format!(
+                    "INSERT INTO snapshots (aggregate_type, aggregate_id, snapshot_version, \
+                     stream_version, last_hash, state, taken_at) VALUES {snaps} \
+                     ON DUPLICATE KEY UPDATE snapshot_version = VALUES(snapshot_version), \
+                     stream_version = VALUES(stream_version), last_hash = VALUES(last_hash), \
+                     state = VALUES(state), taken_at = VALUES(taken_at)"
+                ),
+                Stmt::Plain,
+            ));
+        }
+        debug_assert_eq!(offset, total);
+        stmts.push(("COMMIT".into(), Stmt::Plain));
+        stmts.push((
+            "SELECT CAST(@fl_base AS SIGNED) AS base".into(),
+            Stmt::Plain,
+        ));
+        Ok((stmts, offset))
+    }
+}
+
+const INSERT_EVENTS: &str = "INSERT INTO events (global_position, aggregate_type, aggregate_id, \
+     sequence, event_type, event_version, event_id, payload, metadata, correlation_id, actor, hash, \
+     recorded_at) VALUES ";
+
+/// A string as a hex literal in the connection's utf8mb4 character set: immune to
+/// quoting and to the SQL mode.
+fn lit(s: &str) -> String {
+    format!("_utf8mb4 x'{}'", hex::encode(s.as_bytes()))
+}
+
+fn time_lit(t: &DateTime<Utc>) -> String {
+    format!("'{}'", t.format("%Y-%m-%d %H:%M:%S%.6f"))
+}
+
+fn db_number(e: &sqlx::Error) -> Option<u16> {
+    match e {
+        sqlx::Error::Database(d) => d
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .map(|m| m.number()),
+        _ => None,
+    }
+}
+
+/// `failed_check` is the guard's @fl_bad when the guard failed.
+fn map_failure(
+    units: &[UnitOfWork],
+    kind: Option<&Stmt>,
+    e: sqlx::Error,
+    failed_check: Option<i64>,
+) -> StoreError {
+    let number = db_number(&e);
+    if number.is_none() {
+        return StoreError::OutcomeUnknown(e.to_string());
+    }
+    let first_stream = || {
+        units
+            .iter()
+            .flat_map(|u| u.streams.iter())
+            .find(|s| !s.events.is_empty())
+    };
+    let conflict = |unit: usize, stream: usize| {
+        let s = units
+            .get(unit)
+            .and_then(|u| u.streams.get(stream))
+            .or_else(first_stream);
+        match s {
+            Some(s) => StoreError::Conflict {
+                aggregate_type: s.aggregate_type.clone(),
+                aggregate_id: s.aggregate_id.clone(),
+                expected_version: s.expected_version,
+            },
+            None => StoreError::Database(e.to_string()),
+        }
+    };
+    match (kind, number) {
+        (Some(Stmt::Events { unit, stream }), Some(1062)) => conflict(*unit, *stream),
+        (Some(Stmt::StreamGuard(checked)), Some(1048)) => {
+            let (unit, stream) = failed_check
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| checked.get(i))
+                .or(checked.first())
+                .copied()
+                .unwrap_or((0, 0));
+            conflict(unit, stream)
+        }
+        (Some(Stmt::LedgerRefs), Some(1062)) => StoreError::DuplicateLedgerRef(match units {
+            [one] => one
+                .ledger_refs
+                .iter()
+                .map(|r| format!("{}/{}/{}", r.ref_type, r.ref_id, r.entry_type))
+                .collect::<Vec<_>>()
+                .join(", "),
+            _ => e.to_string(),
+        }),
+        (Some(Stmt::CommandLog), Some(1062)) => StoreError::DuplicateIdempotencyKey(e.to_string()),
+        (Some(Stmt::Inject(n)), _) => StoreError::Injected(*n),
+        _ => StoreError::Database(e.to_string()),
+    }
+}
+
+/// Run a multi-statement script; returns how many statements completed, the value of
+/// the last row's first column, and the error that stopped it, if any.
+fn run_script<'c>(
+    conn: &'c mut sqlx::MySqlConnection,
+    sql: &'c str,
+) -> futures::future::BoxFuture<'c, (usize, Option<i64>, Result<(), sqlx::Error>)> {
+    Box::pin(async move {
+        let mut done = 0usize;
+        let mut base = None;
+        let mut stream = sqlx::raw_sql(sql).fetch_many(conn);
+        let result = loop {
+            match stream.try_next().await {
+                Ok(Some(Either::Left(_))) => done += 1,
+                Ok(Some(Either::Right(row))) => base = row.try_get::<i64, _>(0).ok(),
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        (done, base, result)
+    })
+}
+
+fn rollback(
+    conn: &mut sqlx::MySqlConnection,
+) -> futures::future::BoxFuture<'_, Result<(), sqlx::Error>> {
+    Box::pin(async move { sqlx::Executor::execute(conn, "ROLLBACK").await.map(|_| ()) })
+}
+
+fn db_err(e: sqlx::Error) -> StoreError {
+    StoreError::Database(e.to_string())
+}
+
+const EVENT_COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequence, event_type, \
+     event_version, event_id, payload, metadata, hash, recorded_at";
+
+/// Text of a column. Columns with a `_bin` collation (ids must be case-sensitive)
+/// are reported with the binary flag, which sqlx will not decode as `String`; read
+/// the bytes and check they are UTF-8.
+fn text(r: &MySqlRow, column: &str) -> Result<String, sqlx::Error> {
+    let bytes: Vec<u8> = r.try_get(column)?;
+    String::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
+        index: column.to_owned(),
+        source: Box::new(e),
+    })
+}
+
+fn event_from_row(r: &MySqlRow) -> Result<StoredEvent, sqlx::Error> {
+    let recorded: NaiveDateTime = r.try_get("recorded_at")?;
+    Ok(StoredEvent {
+        global_position: r.try_get("global_position")?,
+        aggregate_type: text(r, "aggregate_type")?,
+        aggregate_id: text(r, "aggregate_id")?,
+        sequence: r.try_get("sequence")?,
+        event_type: text(r, "event_type")?,
+        event_version: r.try_get("event_version")?,
+        event_id: text(r, "event_id")?,
+        payload: text(r, "payload")?,
+        metadata: text(r, "metadata")?,
+        hash: text(r, "hash")?,
+        recorded_at: recorded.and_utc(),
+    })
+}
+
+fn events_from_rows(rows: Vec<MySqlRow>) -> Result<Vec<StoredEvent>, StoreError> {
+    rows.iter()
+        .map(event_from_row)
+        .collect::<Result<_, _>>()
+        .map_err(db_err)
+}
+
+/// How long a read keeps re-reading past a gap before it returns the rows as they are.
+const GAP_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Global positions and stream sequences are dense (assigned under the
+/// `event_sequence` lock; a rolled-back append gives its numbers back). Yet InnoDB
+/// builds a statement's read view without stopping committers, so a reader can see a
+/// transaction but not the one that committed just before it: position p+1 without
+/// p. A tailing reader that moved past p would never see it (R-ES-4). So a read
+/// returns only the contiguous run of rows starting at `first`; when even `first` is
+/// not visible it reads again (a fresh statement, a fresh view). A gap that outlives
+/// [`GAP_WAIT_MAX`] is not a race but a missing row (operator surgery): the rows are
+/// then returned as they are, so `verify` reports the broken chain.
+async fn without_gaps<F, Fut>(
+    first: i64,
+    key: fn(&StoredEvent) -> i64,
+    read: F,
+) -> Result<Vec<StoredEvent>, StoreError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<StoredEvent>, StoreError>>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        let mut rows = read().await?;
+        let contiguous = rows
+            .iter()
+            .zip(first..)
+            .take_while(|(e, expected)| key(e) == *expected)
+            .count();
+        if contiguous == rows.len() || started.elapsed() >= GAP_WAIT_MAX {
+            return Ok(rows);
+        }
+        if contiguous > 0 {
+            rows.truncate(contiguous);
+            return Ok(rows);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
+#[async_trait]
+impl EventStore for MysqlStore {
+    fn backend(&self) -> &'static str {
+        "mysql"
+    }
+
+    async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError> {
+        let (stmts, total) = Self::build(units)?;
+        let sql = stmts
+            .iter()
+            .map(|(s, _)| s.as_str())
+            .collect::<Vec<_>>()
+            .join(";\n");
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        let (done, base, result) = run_script(&mut conn, &sql).await;
+        match result {
+            Ok(()) => {
+                let base = base.ok_or_else(|| {
+                    StoreError::OutcomeUnknown("append committed but returned no base".into())
+                })?;
+                let mut next = base;
+                let committed = units
+                    .iter()
+                    .map(|u| {
+                        let n = u.event_count() as i64;
+                        let positions = (next + 1..=next + n).collect();
+                        next += n;
+                        CommittedUnit { positions }
+                    })
+                    .collect();
+                debug_assert_eq!(next - base, total as i64);
+                Ok(committed)
+            }
+            Err(e) => {
+                let kind = stmts.get(done).map(|(_, k)| k);
+                // Never hand a connection with an open transaction back to the pool.
+                let rolled_back = rollback(&mut conn).await.is_ok();
+                // Which guard check failed: the session still holds @fl_bad.
+                let failed_check = match kind {
+                    Some(Stmt::StreamGuard(_)) if rolled_back => {
+                        sqlx::query_scalar::<_, i64>("SELECT CAST(@fl_bad AS SIGNED)")
+                            .fetch_one(&mut *conn)
+                            .await
+                            .ok()
+                    }
+                    _ => None,
+                };
+                if !rolled_back {
+                    let _ = conn.detach().close().await;
+                }
+                Err(map_failure(units, kind, e, failed_check))
+            }
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        from_sequence: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let read = || async {
+            let rows = sqlx::query(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE aggregate_type = ? AND aggregate_id = ? \
+                 AND sequence >= ? ORDER BY sequence LIMIT ?"
+            ))
+            .bind(aggregate_type)
+            .bind(aggregate_id)
+            .bind(from_sequence)
+            .bind(limit.clamp(0, super::READ_LIMIT_MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+            events_from_rows(rows)
+        };
+        without_gaps(from_sequence.max(1), |e| e.sequence, read).await
+    }
+
+    async fn read_all(
+        &self,
+        after_position: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let read = || async {
+            let rows = sqlx::query(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE global_position > ? \
+                 ORDER BY global_position LIMIT ?"
+            ))
+            .bind(after_position)
+            .bind(limit.clamp(0, super::READ_LIMIT_MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+            events_from_rows(rows)
+        };
+        without_gaps(after_position.max(0) + 1, |e| e.global_position, read).await
+    }
+
+    async fn read_positions(&self, first: i64, last: i64) -> Result<Vec<StoredEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE global_position BETWEEN ? AND ? \
+             ORDER BY global_position LIMIT ?"
+        ))
+        .bind(first)
+        .bind(last)
+        .bind(super::READ_LIMIT_MAX)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        events_from_rows(rows)
+    }
+
+    async fn stream_head(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+    ) -> Result<(i64, String), StoreError> {
+        let row = sqlx::query(
+            "SELECT sequence, hash FROM events WHERE aggregate_type = ? AND aggregate_id = ? \
+             ORDER BY sequence DESC LIMIT 1",
+        )
+        .bind(aggregate_type)
+        .bind(aggregate_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        match row {
+            Some(r) => Ok((
+                r.try_get("sequence").map_err(db_err)?,
+                text(&r, "hash").map_err(db_err)?,
+            )),
+            None => Ok((0, GENESIS_HASH.to_owned())),
+        }
+    }
+
+    async fn load_snapshot(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+    ) -> Result<Option<StoredSnapshot>, StoreError> {
+        let row = sqlx::query(
+            "SELECT snapshot_version, stream_version, last_hash, state FROM snapshots \
+             WHERE aggregate_type = ? AND aggregate_id = ?",
+        )
+        .bind(aggregate_type)
+        .bind(aggregate_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| {
+            Ok(StoredSnapshot {
+                snapshot_version: r.try_get("snapshot_version")?,
+                stream_version: r.try_get("stream_version")?,
+                last_hash: text(&r, "last_hash")?,
+                state: text(&r, "state")?,
+            })
+        })
+        .transpose()
+        .map_err(db_err)
+    }
+
+    async fn delete_snapshots(&self) -> Result<u64, StoreError> {
+        let r = sqlx::query("DELETE FROM snapshots")
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(r.rows_affected())
+    }
+
+    async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT request_hash, first_position, last_position FROM command_log \
+             WHERE idempotency_key = ?",
+        )
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| {
+            Ok(IdempotencyRecord {
+                request_hash: text(&r, "request_hash")?,
+                first_position: r.try_get("first_position")?,
+                last_position: r.try_get("last_position")?,
+            })
+        })
+        .transpose()
+        .map_err(db_err)
+    }
+
+    async fn list_streams(
+        &self,
+        after: Option<(String, String)>,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let (t, id) = after.unwrap_or_default();
+        // sequence = 1 exists exactly once per stream: one index row per stream.
+        let rows = sqlx::query(
+            "SELECT aggregate_type, aggregate_id FROM events WHERE sequence = 1 AND \
+             (aggregate_type > ? OR (aggregate_type = ? AND aggregate_id > ?)) \
+             ORDER BY aggregate_type, aggregate_id LIMIT ?",
+        )
+        .bind(&t)
+        .bind(&t)
+        .bind(&id)
+        .bind(limit.clamp(0, super::READ_LIMIT_MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(|r| Ok((text(r, "aggregate_type")?, text(r, "aggregate_id")?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(db_err)
+    }
+
+    async fn head_position(&self) -> Result<i64, StoreError> {
+        sqlx::query_scalar("SELECT last_position FROM event_sequence WHERE id = 1")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError> {
+        let r = sqlx::raw_sql(sql)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(r.rows_affected())
+    }
+}

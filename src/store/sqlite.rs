@@ -1,0 +1,432 @@
+//! SQLite backend: the embedded, zero-setup default.
+//!
+//! SQLite has one writer at a time; an append is a `BEGIN IMMEDIATE` transaction with
+//! bound statements (in-process, so round trips cost nothing). Positions come from the
+//! `event_sequence` row inside that transaction, so they commit in order (R-ES-4).
+//! WAL mode with `synchronous = FULL`: a commit is durable when `append` returns.
+
+use super::{
+    CommittedUnit, EventStore, IdempotencyRecord, StoreError, StoredEvent, StoredSnapshot,
+    UnitOfWork, GENESIS_HASH,
+};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, Transaction};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Readers in the pool (WAL lets them run beside the one writer).
+pub const POOL_CONNECTIONS_MAX: u32 = 8;
+/// How long a writer waits for the database lock before failing.
+pub const BUSY_TIMEOUT_S: u64 = 10;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let opts = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(BUSY_TIMEOUT_S))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(POOL_CONNECTIONS_MAX)
+            .connect_with(opts)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    async fn append_in(
+        tx: &mut Transaction<'_, Sqlite>,
+        units: &[UnitOfWork],
+    ) -> Result<Vec<CommittedUnit>, StoreError> {
+        let base: i64 = sqlx::query_scalar("SELECT last_position FROM event_sequence WHERE id = 1")
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(db_err)?;
+        let mut next = base;
+        let mut committed = Vec::with_capacity(units.len());
+        for unit in units {
+            let first = next + 1;
+            let mut positions = Vec::with_capacity(unit.event_count());
+            for (si, s) in unit.streams.iter().enumerate() {
+                if unit.fail_after_streams == Some(si) {
+                    return Err(StoreError::Injected(si));
+                }
+                if s.events.is_empty() {
+                    continue;
+                }
+                let head: i64 = sqlx::query_scalar(
+                    "SELECT COALESCE(MAX(sequence), 0) FROM events \
+                     WHERE aggregate_type = ? AND aggregate_id = ?",
+                )
+                .bind(&s.aggregate_type)
+                .bind(&s.aggregate_id)
+                .fetch_one(&mut **tx)
+                .await
+                .map_err(db_err)?;
+                if head != s.expected_version {
+                    return Err(StoreError::Conflict {
+                        aggregate_type: s.aggregate_type.clone(),
+                        aggregate_id: s.aggregate_id.clone(),
+                        expected_version: s.expected_version,
+                    });
+                }
+                for e in &s.events {
+                    next += 1;
+                    sqlx::query(
+                        "INSERT INTO events (global_position, aggregate_type, aggregate_id, \
+                         sequence, event_type, event_version, event_id, payload, metadata, \
+                         correlation_id, actor, hash, recorded_at) \
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    )
+                    .bind(next)
+                    .bind(&s.aggregate_type)
+                    .bind(&s.aggregate_id)
+                    .bind(e.sequence)
+                    .bind(&e.event_type)
+                    .bind(e.event_version)
+                    .bind(e.event_id.to_string())
+                    .bind(&e.payload)
+                    .bind(&e.metadata)
+                    .bind(&e.correlation_id)
+                    .bind(&e.actor)
+                    .bind(&e.hash)
+                    .bind(time_text(&e.recorded_at))
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(db_err)?;
+                    positions.push(next);
+                }
+            }
+            if unit.fail_after_streams == Some(unit.streams.len()) {
+                return Err(StoreError::Injected(unit.streams.len()));
+            }
+            // The key first: a repeated request is reported as such, not as a
+            // duplicate of the ledger refs it would write again.
+            if let Some(idem) = &unit.idempotency {
+                let (f, l) = match (positions.first(), positions.last()) {
+                    (Some(f), Some(l)) => (*f, *l),
+                    _ => (0, 0),
+                };
+                sqlx::query(
+                    "INSERT INTO command_log (idempotency_key, request_hash, first_position, \
+                     last_position, created_at) VALUES (?, ?, ?, ?, ?)",
+                )
+                .bind(&idem.key)
+                .bind(&idem.request_hash)
+                .bind(f)
+                .bind(l)
+                .bind(time_text(&Utc::now()))
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| unique_or(e, StoreError::DuplicateIdempotencyKey))?;
+            }
+            for r in &unit.ledger_refs {
+                sqlx::query(
+                    "INSERT INTO ledger_refs (ref_type, ref_id, entry_type, aggregate_id, \
+                     global_position) VALUES (?, ?, ?, ?, ?)",
+                )
+                .bind(&r.ref_type)
+                .bind(&r.ref_id)
+                .bind(&r.entry_type)
+                .bind(&r.aggregate_id)
+                .bind(first + r.event_index as i64)
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| {
+                    unique_or(e, |_| {
+                        StoreError::DuplicateLedgerRef(format!(
+                            "{}/{}/{}",
+                            r.ref_type, r.ref_id, r.entry_type
+                        ))
+                    })
+                })?;
+            }
+            for s in &unit.snapshots {
+                sqlx::query(
+                    "INSERT INTO snapshots (aggregate_type, aggregate_id, snapshot_version, \
+                     stream_version, last_hash, state, taken_at) VALUES (?, ?, ?, ?, ?, ?, ?) \
+                     ON CONFLICT (aggregate_type, aggregate_id) DO UPDATE SET \
+                     snapshot_version = excluded.snapshot_version, \
+                     stream_version = excluded.stream_version, last_hash = excluded.last_hash, \
+                     state = excluded.state, taken_at = excluded.taken_at",
+                )
+                .bind(&s.aggregate_type)
+                .bind(&s.aggregate_id)
+                .bind(s.snapshot_version)
+                .bind(s.stream_version)
+                .bind(&s.last_hash)
+                .bind(&s.state)
+                .bind(time_text(&Utc::now()))
+                .execute(&mut **tx)
+                .await
+                .map_err(db_err)?;
+            }
+            committed.push(CommittedUnit { positions });
+        }
+        sqlx::query("UPDATE event_sequence SET last_position = ? WHERE id = 1")
+            .bind(next)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_err)?;
+        Ok(committed)
+    }
+}
+
+fn time_text(t: &DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+fn parse_time(s: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| StoreError::Corrupt(format!("recorded_at {s:?}: {e}")))
+}
+
+fn db_err(e: sqlx::Error) -> StoreError {
+    StoreError::Database(e.to_string())
+}
+
+fn unique_or(e: sqlx::Error, f: impl FnOnce(String) -> StoreError) -> StoreError {
+    match &e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => f(d.message().to_owned()),
+        _ => db_err(e),
+    }
+}
+
+const EVENT_COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequence, event_type, \
+     event_version, event_id, payload, metadata, hash, recorded_at";
+
+fn event_from_row(r: &SqliteRow) -> Result<StoredEvent, StoreError> {
+    let get = |e: sqlx::Error| db_err(e);
+    let recorded: String = r.try_get("recorded_at").map_err(get)?;
+    Ok(StoredEvent {
+        global_position: r.try_get("global_position").map_err(get)?,
+        aggregate_type: r.try_get("aggregate_type").map_err(get)?,
+        aggregate_id: r.try_get("aggregate_id").map_err(get)?,
+        sequence: r.try_get("sequence").map_err(get)?,
+        event_type: r.try_get("event_type").map_err(get)?,
+        event_version: r.try_get("event_version").map_err(get)?,
+        event_id: r.try_get("event_id").map_err(get)?,
+        payload: r.try_get("payload").map_err(get)?,
+        metadata: r.try_get("metadata").map_err(get)?,
+        hash: r.try_get("hash").map_err(get)?,
+        recorded_at: parse_time(&recorded)?,
+    })
+}
+
+fn events_from_rows(rows: Vec<SqliteRow>) -> Result<Vec<StoredEvent>, StoreError> {
+    rows.iter().map(event_from_row).collect()
+}
+
+#[async_trait]
+impl EventStore for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError> {
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db_err)?;
+        match Self::append_in(&mut tx, units).await {
+            Ok(committed) => {
+                tx.commit()
+                    .await
+                    .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))?;
+                Ok(committed)
+            }
+            Err(e) => {
+                // Dropping the transaction would roll back too; doing it explicitly
+                // makes the connection clean before it returns to the pool.
+                let _ = tx.rollback().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        from_sequence: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE aggregate_type = ? AND aggregate_id = ? \
+             AND sequence >= ? ORDER BY sequence LIMIT ?"
+        ))
+        .bind(aggregate_type)
+        .bind(aggregate_id)
+        .bind(from_sequence)
+        .bind(limit.clamp(0, super::READ_LIMIT_MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        events_from_rows(rows)
+    }
+
+    async fn read_all(
+        &self,
+        after_position: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE global_position > ? \
+             ORDER BY global_position LIMIT ?"
+        ))
+        .bind(after_position)
+        .bind(limit.clamp(0, super::READ_LIMIT_MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        events_from_rows(rows)
+    }
+
+    async fn read_positions(&self, first: i64, last: i64) -> Result<Vec<StoredEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE global_position BETWEEN ? AND ? \
+             ORDER BY global_position LIMIT ?"
+        ))
+        .bind(first)
+        .bind(last)
+        .bind(super::READ_LIMIT_MAX)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        events_from_rows(rows)
+    }
+
+    async fn stream_head(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+    ) -> Result<(i64, String), StoreError> {
+        let row = sqlx::query(
+            "SELECT sequence, hash FROM events WHERE aggregate_type = ? AND aggregate_id = ? \
+             ORDER BY sequence DESC LIMIT 1",
+        )
+        .bind(aggregate_type)
+        .bind(aggregate_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        match row {
+            Some(r) => Ok((
+                r.try_get("sequence").map_err(db_err)?,
+                r.try_get("hash").map_err(db_err)?,
+            )),
+            None => Ok((0, GENESIS_HASH.to_owned())),
+        }
+    }
+
+    async fn load_snapshot(
+        &self,
+        aggregate_type: &str,
+        aggregate_id: &str,
+    ) -> Result<Option<StoredSnapshot>, StoreError> {
+        let row = sqlx::query(
+            "SELECT snapshot_version, stream_version, last_hash, state FROM snapshots \
+             WHERE aggregate_type = ? AND aggregate_id = ?",
+        )
+        .bind(aggregate_type)
+        .bind(aggregate_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| {
+            Ok(StoredSnapshot {
+                snapshot_version: r.try_get("snapshot_version")?,
+                stream_version: r.try_get("stream_version")?,
+                last_hash: r.try_get("last_hash")?,
+                state: r.try_get("state")?,
+            })
+        })
+        .transpose()
+        .map_err(db_err)
+    }
+
+    async fn delete_snapshots(&self) -> Result<u64, StoreError> {
+        let r = sqlx::query("DELETE FROM snapshots")
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(r.rows_affected())
+    }
+
+    async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT request_hash, first_position, last_position FROM command_log \
+             WHERE idempotency_key = ?",
+        )
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err)?;
+        row.map(|r| {
+            Ok(IdempotencyRecord {
+                request_hash: r.try_get("request_hash")?,
+                first_position: r.try_get("first_position")?,
+                last_position: r.try_get("last_position")?,
+            })
+        })
+        .transpose()
+        .map_err(db_err)
+    }
+
+    async fn list_streams(
+        &self,
+        after: Option<(String, String)>,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let (t, id) = after.unwrap_or_default();
+        let rows = sqlx::query(
+            "SELECT aggregate_type, aggregate_id FROM events WHERE sequence = 1 AND \
+             (aggregate_type > ? OR (aggregate_type = ? AND aggregate_id > ?)) \
+             ORDER BY aggregate_type, aggregate_id LIMIT ?",
+        )
+        .bind(&t)
+        .bind(&t)
+        .bind(&id)
+        .bind(limit.clamp(0, super::READ_LIMIT_MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err)?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(db_err)
+    }
+
+    async fn head_position(&self) -> Result<i64, StoreError> {
+        sqlx::query_scalar("SELECT last_position FROM event_sequence WHERE id = 1")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError> {
+        let r = sqlx::raw_sql(sql)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(r.rows_affected())
+    }
+}

@@ -1,0 +1,116 @@
+//! Shared test support: fresh throw-away databases on both backends.
+//!
+//! MariaDB tests use `FACTLEDGER_TEST_MYSQL_URL` (server URL without a database,
+//! default `mysql://root@127.0.0.1:3306`); each test gets its own `fl_test_*`
+//! database, dropped when the test's [`TestDb`] is dropped. SQLite tests use a file
+//! in a fresh temporary directory.
+#![allow(dead_code)]
+
+use factledger::store::{self, DynStore};
+use sqlx::Connection;
+
+pub fn mysql_server_url() -> String {
+    std::env::var("FACTLEDGER_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_owned())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Mysql,
+}
+
+pub struct TestDb {
+    pub backend: Backend,
+    pub url: String,
+    pub store: DynStore,
+    mysql_db: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDb {
+    pub async fn new(backend: Backend) -> TestDb {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let url = format!("sqlite://{}", dir.path().join("factledger.db").display());
+                let store = store::connect(&url).await.expect("open sqlite store");
+                TestDb {
+                    backend,
+                    url,
+                    store,
+                    mysql_db: None,
+                    _dir: Some(dir),
+                }
+            }
+            Backend::Mysql => {
+                let name = format!("fl_test_{}", uuid::Uuid::new_v4().simple());
+                let server = mysql_server_url();
+                let mut conn = sqlx::MySqlConnection::connect(&server)
+                    .await
+                    .expect("MariaDB must be running: start it with tools/test.sh");
+                sqlx::Executor::execute(&mut conn, format!("CREATE DATABASE {name}").as_str())
+                    .await
+                    .expect("create test database");
+                let _ = conn.close().await;
+                let url = format!("{}/{name}", server.trim_end_matches('/'));
+                let store = store::connect(&url).await.expect("open mysql store");
+                TestDb {
+                    backend,
+                    url,
+                    store,
+                    mysql_db: Some(name),
+                    _dir: None,
+                }
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some(name) = self.mysql_db.take() {
+            let server = mysql_server_url();
+            // Drop in a separate thread with its own runtime: Drop cannot await, and
+            // the test's runtime may be shutting down.
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                if let Ok(rt) = rt {
+                    rt.block_on(async move {
+                        if let Ok(mut conn) = sqlx::MySqlConnection::connect(&server).await {
+                            let sql = format!("DROP DATABASE IF EXISTS {name}");
+                            let _ = sqlx::Executor::execute(&mut conn, sql.as_str()).await;
+                        }
+                    });
+                }
+            })
+            .join();
+        }
+    }
+}
+
+/// Define one async test per backend: `both_backends!(name, |db| async move { ... })`
+/// expands to `mod name { sqlite, mysql }`.
+#[macro_export]
+macro_rules! both_backends {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                let db = $crate::common::TestDb::new($crate::common::Backend::Sqlite).await;
+                ($body)(db).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn mysql() {
+                let db = $crate::common::TestDb::new($crate::common::Backend::Mysql).await;
+                ($body)(db).await;
+            }
+        }
+    };
+}

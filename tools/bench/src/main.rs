@@ -1,0 +1,288 @@
+//! Benchmarks of factledger, run by hand (never in CI). Prints a table.
+//!
+//! `cargo run --release -p factledger-bench -- commands --database-url mysql://root@127.0.0.1:3306/factledger_bench`
+//!
+//! The database named in the URL is dropped and re-created for every scenario.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use factledger::bus::{BusError, CommandBus, CommandEnvelope};
+use factledger::store::{self, DynStore, Metadata};
+use factledger_aggregates::wallet::{MoveFunds, OpenWallet, Wallet, WalletCommand};
+use factledger_aggregates::{AmountMinor, BoundedId, Currency};
+use sqlx::Connection;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(name = "bench", about = "factledger benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Durable wallet commands/s through the command bus (issue 2, item 7).
+    Commands {
+        #[arg(long, default_value = "mysql://root@127.0.0.1:3306/factledger_bench")]
+        database_url: String,
+        /// Scenarios to run: a, b, c (comma separated).
+        #[arg(long, default_value = "a,b,c")]
+        scenarios: String,
+        /// Seconds per run of b and c.
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+        /// Commands of scenario a (one client, one wallet, sequential).
+        #[arg(long, default_value_t = 100_000)]
+        a_commands: u64,
+        /// Hard time limit of scenario a.
+        #[arg(long, default_value_t = 120)]
+        a_max_secs: u64,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Cmd::Commands {
+            database_url,
+            scenarios,
+            secs,
+            a_commands,
+            a_max_secs,
+        } => {
+            println!(
+                "| scenario | commands ok | seconds | cmds/s | first 1 s | last 1 s | conflicts surfaced | other errors | p50 ms | p99 ms |"
+            );
+            println!("|---|---|---|---|---|---|---|---|---|---|");
+            for s in scenarios.split(',') {
+                let r = match s.trim() {
+                    "a" => {
+                        let limit = Limit {
+                            commands: a_commands,
+                            secs: a_max_secs,
+                        };
+                        run(&database_url, "a: 1 client, 1 wallet", 1, 1, limit).await?
+                    }
+                    "b" => {
+                        let limit = Limit {
+                            commands: u64::MAX,
+                            secs,
+                        };
+                        run(&database_url, "b: 16 clients, 16 wallets", 16, 16, limit).await?
+                    }
+                    "c" => {
+                        let limit = Limit {
+                            commands: u64::MAX,
+                            secs,
+                        };
+                        run(&database_url, "c: 16 clients, ONE wallet", 16, 1, limit).await?
+                    }
+                    other => anyhow::bail!("unknown scenario {other:?}: use a, b or c"),
+                };
+                r.print();
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+struct Limit {
+    commands: u64,
+    secs: u64,
+}
+
+struct Report {
+    name: String,
+    ok: u64,
+    elapsed: Duration,
+    per_second: Vec<u64>,
+    conflicts: u64,
+    errors: u64,
+    latencies_us: Vec<u64>,
+}
+
+impl Report {
+    fn print(&self) {
+        let mut l = self.latencies_us.clone();
+        l.sort_unstable();
+        let pct = |p: f64| {
+            l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or(0) as f64
+                / 1000.0
+        };
+        // The last, partial second is not a full second: report the last complete one.
+        let full = &self.per_second[..self
+            .per_second
+            .len()
+            .saturating_sub(1)
+            .max(1)
+            .min(self.per_second.len())];
+        println!(
+            "| {} | {} | {:.1} | {:.0} | {} | {} | {} | {} | {:.2} | {:.2} |",
+            self.name,
+            self.ok,
+            self.elapsed.as_secs_f64(),
+            self.ok as f64 / self.elapsed.as_secs_f64(),
+            full.first().copied().unwrap_or(0),
+            full.last().copied().unwrap_or(0),
+            self.conflicts,
+            self.errors,
+            pct(0.50),
+            pct(0.99),
+        );
+    }
+}
+
+async fn fresh_store(url: &str) -> anyhow::Result<DynStore> {
+    if let Some((server, db)) = url.rsplit_once('/').filter(|_| url.starts_with("mysql://")) {
+        let mut conn = sqlx::MySqlConnection::connect(server).await?;
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {db}"),
+            format!("CREATE DATABASE {db}"),
+        ] {
+            sqlx::Executor::execute(&mut conn, sql.as_str()).await?;
+        }
+        conn.close().await?;
+    } else if let Some(path) = url.strip_prefix("sqlite://") {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{path}{suffix}"));
+        }
+    }
+    store::connect(url).await.context("open the bench database")
+}
+
+fn metadata() -> Metadata {
+    Metadata {
+        correlation_id: "bench".into(),
+        causation_id: None,
+        command_id: None,
+        actor: "bench".into(),
+        request_id: "bench".into(),
+        trace_id: "bench".into(),
+        country_code: "ID".into(),
+    }
+}
+
+fn id(s: &str) -> BoundedId {
+    BoundedId::parse(s).expect("bench ids are valid")
+}
+
+async fn run(
+    url: &str,
+    name: &str,
+    clients: usize,
+    wallets: usize,
+    limit: Limit,
+) -> anyhow::Result<Report> {
+    let store = fresh_store(url).await?;
+    let bus = CommandBus::<Wallet>::start(store);
+    for w in 0..wallets {
+        bus.execute(CommandEnvelope {
+            aggregate_id: format!("bench-w{w}"),
+            command: WalletCommand::Open(OpenWallet {
+                user_id: id(&format!("u{w}")),
+                currency: Currency::parse("IDR")?,
+            }),
+            metadata: metadata(),
+            idempotency: None,
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("open wallet: {e}"))?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let issued = Arc::new(AtomicU64::new(0));
+    let ok = Arc::new(AtomicU64::new(0));
+    let conflicts = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let latencies = Arc::new(Mutex::new(Vec::new()));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let bus = bus.clone();
+        let (stop, issued, ok, conflicts, errors, latencies) = (
+            stop.clone(),
+            issued.clone(),
+            ok.clone(),
+            conflicts.clone(),
+            errors.clone(),
+            latencies.clone(),
+        );
+        let wallet = format!("bench-w{}", c % wallets);
+        tasks.push(tokio::spawn(async move {
+            let mut local = Vec::new();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if issued.fetch_add(1, Ordering::Relaxed) >= limit.commands {
+                    break;
+                }
+                n += 1;
+                let cmd = WalletCommand::CreditPending(MoveFunds {
+                    ref_type: id("BENCH"),
+                    ref_id: id(&format!("c{c}-{n}")),
+                    amount_minor: AmountMinor::parse(1).expect("1 is positive"),
+                    currency: None,
+                });
+                let t = Instant::now();
+                let r = bus
+                    .execute(CommandEnvelope {
+                        aggregate_id: wallet.clone(),
+                        command: cmd,
+                        metadata: metadata(),
+                        idempotency: None,
+                    })
+                    .await;
+                local.push(t.elapsed().as_micros() as u64);
+                match r {
+                    Ok(_) => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(BusError::Conflict(_)) => {
+                        conflicts.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        if errors.fetch_add(1, Ordering::Relaxed) < 3 {
+                            eprintln!("error: {e}");
+                        }
+                    }
+                }
+            }
+            if let Ok(mut l) = latencies.lock() {
+                l.extend(local);
+            }
+        }));
+    }
+    // Sample completed commands once per second.
+    let mut per_second = Vec::new();
+    let mut last = 0;
+    let deadline = started + Duration::from_secs(limit.secs);
+    loop {
+        let done = tasks.iter().all(|t| t.is_finished());
+        if done || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1).min(deadline - Instant::now())).await;
+        let now = ok.load(Ordering::Relaxed);
+        per_second.push(now - last);
+        last = now;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await?;
+    }
+    let elapsed = started.elapsed();
+    let latencies_us = latencies.lock().map(|l| l.clone()).unwrap_or_default();
+    Ok(Report {
+        name: name.to_owned(),
+        ok: ok.load(Ordering::Relaxed),
+        elapsed,
+        per_second,
+        conflicts: conflicts.load(Ordering::Relaxed),
+        errors: errors.load(Ordering::Relaxed),
+        latencies_us,
+    })
+}

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# factledger's full check, the same on a developer machine and on CI:
+#   0. make sure a Rust toolchain with rustfmt and clippy is there (rustup when not),
+#   1. make sure MariaDB answers on 127.0.0.1:3306 with root and an empty password
+#      (installs and starts it WITHOUT systemd on a fresh Debian 12, as root),
+#   2. drop stale `fl_test_*` databases left by earlier, interrupted runs,
+#   3. cargo fmt --check, cargo clippy -D warnings, cargo test (both in the dev
+#      profile, so dependencies are built once for it; no release build).
+# Tests run against SQLite and MariaDB inside the same test binaries.
+#
+# Environment (all optional):
+#   CARGO_TARGET_DIR          honoured as is (never overridden here)
+#   RUST_TEST_THREADS         default 4: keeps MariaDB load sane on 2 cores
+#   FL_TEST_DB_STALE_MIN      default 10: `fl_test_*` databases with no table created
+#                             in this many minutes are leftovers and get dropped
+#                             (younger ones may belong to a concurrent run)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+readonly MYSQL_HOST=127.0.0.1
+readonly MYSQL_PORT=3306
+readonly MYSQL_SOCK=/run/mysqld/mysqld.sock
+readonly MYSQL_LOG=/var/log/mysql/error.log
+readonly MARIADB_START_TIMEOUT_S=60
+readonly FL_TEST_DB_STALE_MIN="${FL_TEST_DB_STALE_MIN:-10}"
+
+export FACTLEDGER_TEST_MYSQL_URL="mysql://root@${MYSQL_HOST}:${MYSQL_PORT}"
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
+
+current_section="setup"
+section() {
+  current_section="$1"
+  printf '\n==== %s ====\n' "$1"
+}
+die() {
+  echo "tools/test.sh: $*" >&2
+  exit 1
+}
+on_exit() {
+  local rc=$?
+  if [ "$rc" -eq 0 ]; then
+    printf '\n==== ALL CHECKS PASSED ====\n'
+  else
+    printf '\n==== FAILED in: %s (exit %s) ====\n' "$current_section" "$rc" >&2
+  fi
+}
+trap on_exit EXIT
+
+# `mariadb-admin ping` succeeds whenever the server is up, even if access is denied,
+# so it only tells us whether to start the server; sql_tcp checks that we may log in.
+server_answers() {
+  mariadb-admin -h"$MYSQL_HOST" -P"$MYSQL_PORT" -uroot ping >/dev/null 2>&1
+}
+sql_tcp() {
+  mariadb -h"$MYSQL_HOST" -P"$MYSQL_PORT" -uroot "$@"
+}
+root_over_tcp_works() {
+  sql_tcp -e 'SELECT 1' >/dev/null 2>&1
+}
+require_root() {
+  [ "$(id -u)" -eq 0 ] || die "$1 needs root (run as root, or fix MariaDB by hand)"
+}
+
+apt_updated=0
+apt_install() {
+  require_root "installing $*"
+  if [ "$apt_updated" -eq 0 ]; then
+    apt-get update
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"
+}
+is_installed() {
+  [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
+}
+
+# A fresh machine has no Rust: install a C compiler (bundled SQLite is built from C)
+# and rustup's stable toolchain with rustfmt and clippy.
+ensure_rust() {
+  if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
+    # shellcheck source=/dev/null
+    . "$HOME/.cargo/env"
+  fi
+  if ! command -v cc >/dev/null 2>&1; then
+    apt_install build-essential
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    command -v curl >/dev/null 2>&1 || apt_install curl ca-certificates
+    echo "installing the Rust toolchain with rustup"
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
+      sh -s -- -y --profile minimal --component rustfmt,clippy
+    # shellcheck source=/dev/null
+    . "$HOME/.cargo/env"
+  fi
+  cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+  cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+  cargo --version
+}
+
+# Install (only when missing), initialise and start MariaDB without systemd.
+start_mariadb() {
+  require_root "installing/starting MariaDB"
+  if ! is_installed mariadb-server; then
+    echo "installing mariadb-server"
+    apt_install mariadb-server
+    # The package may have started a server through invoke-rc.d; if so, reuse it.
+    if server_answers; then
+      return 0
+    fi
+  fi
+  if [ ! -d /var/lib/mysql/mysql ]; then
+    echo "initialising /var/lib/mysql"
+    mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
+  fi
+  install -d -o mysql -g mysql -m 0755 /run/mysqld
+  install -d -o mysql -g adm -m 2750 /var/log/mysql
+  echo "starting mariadbd (no systemd)"
+  start-stop-daemon --start --oknodo --background \
+    --exec /usr/sbin/mariadbd -- --user=mysql --log-error="$MYSQL_LOG"
+  local waited_s=0
+  until server_answers; do
+    if [ "$waited_s" -ge "$MARIADB_START_TIMEOUT_S" ]; then
+      tail -n 30 "$MYSQL_LOG" >&2 2>/dev/null || true
+      die "MariaDB did not answer on ${MYSQL_HOST}:${MYSQL_PORT} within ${MARIADB_START_TIMEOUT_S} s (log: $MYSQL_LOG)"
+    fi
+    sleep 1
+    waited_s=$((waited_s + 1))
+  done
+}
+
+# root over TCP with an empty password. root@localhost keeps unix_socket too, so
+# `mariadb` as OS root still works; it gets the empty password as well because a TCP
+# connection from 127.0.0.1 may be matched to root@localhost when names are resolved.
+grant_root_over_tcp() {
+  require_root "granting root@${MYSQL_HOST} access"
+  echo "granting root@${MYSQL_HOST} an empty password over TCP"
+  mariadb --socket="$MYSQL_SOCK" -uroot <<'SQL'
+ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket;
+CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+FLUSH PRIVILEGES;
+SQL
+}
+
+ensure_mariadb() {
+  if server_answers; then
+    echo "MariaDB answers on ${MYSQL_HOST}:${MYSQL_PORT}"
+  else
+    start_mariadb
+  fi
+  if ! root_over_tcp_works; then
+    grant_root_over_tcp
+    root_over_tcp_works || die "root@${MYSQL_HOST} still cannot log in over TCP"
+  fi
+  sql_tcp -N -B -e 'SELECT CONCAT("server ", VERSION())'
+}
+
+# Tests drop their own databases; leftovers come from killed runs. A database with a
+# table created in the last FL_TEST_DB_STALE_MIN minutes may belong to a run going on
+# right now (another terminal, another engineer) and is left alone.
+drop_stale_test_databases() {
+  [[ "$FL_TEST_DB_STALE_MIN" =~ ^[0-9]+$ ]] || die "FL_TEST_DB_STALE_MIN must be a whole number"
+  local stale db dropped=0
+  stale="$(sql_tcp -N -B <<SQL
+SELECT s.schema_name
+FROM information_schema.schemata s
+LEFT JOIN information_schema.tables t ON t.table_schema = s.schema_name
+WHERE s.schema_name LIKE 'fl\\_test\\_%'
+GROUP BY s.schema_name
+HAVING MAX(t.create_time) IS NULL
+    OR MAX(t.create_time) < NOW() - INTERVAL ${FL_TEST_DB_STALE_MIN} MINUTE;
+SQL
+)"
+  for db in $stale; do
+    # Names come from the server and match fl\_test\_%; refuse anything odd anyway.
+    [[ "$db" =~ ^fl_test_[A-Za-z0-9_]+$ ]] || die "unexpected database name: $db"
+    sql_tcp -e "DROP DATABASE IF EXISTS \`$db\`"
+    dropped=$((dropped + 1))
+  done
+  echo "dropped $dropped stale fl_test_* database(s)"
+  sql_tcp -e 'CREATE DATABASE IF NOT EXISTS factledger_test'
+  echo "database factledger_test ready"
+}
+
+section "Rust toolchain"
+ensure_rust
+
+section "MariaDB on ${MYSQL_HOST}:${MYSQL_PORT}"
+ensure_mariadb
+drop_stale_test_databases
+echo "FACTLEDGER_TEST_MYSQL_URL=$FACTLEDGER_TEST_MYSQL_URL"
+echo "RUST_TEST_THREADS=$RUST_TEST_THREADS"
+echo "CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-<default: ./target>}"
+
+section "cargo fmt --check"
+cargo fmt --all -- --check
+
+section "cargo clippy (dev profile, -D warnings)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+section "cargo test (dev profile; SQLite and MariaDB)"
+cargo test --workspace
