@@ -453,11 +453,20 @@ const GAP_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(200);
 /// p. A tailing reader that moved past p would never see it (R-ES-4). So a read
 /// returns only the contiguous run of rows starting at `first`; when even `first` is
 /// not visible it reads again (a fresh statement, a fresh view). A gap that outlives
-/// [`GAP_WAIT_MAX`] is not a race but a missing row (operator surgery): the rows are
-/// then returned as they are, so `verify` reports the broken chain.
+/// [`GAP_WAIT_MAX`] is not a race but a missing row (operator surgery). The global
+/// tail never skips it ([`Hole::Fail`]: readers such as projectors stop there);
+/// a single stream's history is returned as it is ([`Hole::Show`]) so `verify`
+/// reports the broken chain.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hole {
+    Fail,
+    Show,
+}
+
 async fn without_gaps<F, Fut>(
     first: i64,
     key: fn(&StoredEvent) -> i64,
+    on_hole: Hole,
     read: F,
 ) -> Result<Vec<StoredEvent>, StoreError>
 where
@@ -472,12 +481,21 @@ where
             .zip(first..)
             .take_while(|(e, expected)| key(e) == *expected)
             .count();
-        if contiguous == rows.len() || started.elapsed() >= GAP_WAIT_MAX {
+        if contiguous == rows.len() {
             return Ok(rows);
         }
         if contiguous > 0 {
             rows.truncate(contiguous);
             return Ok(rows);
+        }
+        if started.elapsed() >= GAP_WAIT_MAX {
+            return match on_hole {
+                Hole::Show => Ok(rows),
+                Hole::Fail => Err(StoreError::Corrupt(format!(
+                    "event {} is missing: positions are dense, so it was deleted",
+                    first + contiguous as i64
+                ))),
+            };
         }
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
@@ -559,7 +577,7 @@ impl EventStore for MysqlStore {
             .map_err(db_err)?;
             events_from_rows(rows)
         };
-        without_gaps(from_sequence.max(1), |e| e.sequence, read).await
+        without_gaps(from_sequence.max(1), |e| e.sequence, Hole::Show, read).await
     }
 
     async fn read_all(
@@ -579,7 +597,13 @@ impl EventStore for MysqlStore {
             .map_err(db_err)?;
             events_from_rows(rows)
         };
-        without_gaps(after_position.max(0) + 1, |e| e.global_position, read).await
+        without_gaps(
+            after_position.max(0) + 1,
+            |e| e.global_position,
+            Hole::Fail,
+            read,
+        )
+        .await
     }
 
     async fn read_positions(&self, first: i64, last: i64) -> Result<Vec<StoredEvent>, StoreError> {

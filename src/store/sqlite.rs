@@ -297,7 +297,22 @@ impl EventStore for SqliteStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err)?;
-        events_from_rows(rows)
+        let mut events = events_from_rows(rows)?;
+        // Positions are dense; a hole is a deleted event and is never skipped
+        // (R-ES-4). Return what precedes it; fail when it is the first one asked for.
+        let contiguous = events
+            .iter()
+            .zip(after_position.max(0) + 1..)
+            .take_while(|(e, expected)| e.global_position == *expected)
+            .count();
+        if contiguous == 0 && !events.is_empty() {
+            return Err(StoreError::Corrupt(format!(
+                "event {} is missing: positions are dense, so it was deleted",
+                after_position.max(0) + 1
+            )));
+        }
+        events.truncate(contiguous);
+        Ok(events)
     }
 
     async fn read_positions(&self, first: i64, last: i64) -> Result<Vec<StoredEvent>, StoreError> {
