@@ -116,12 +116,11 @@ fn hex_of(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect::<String>()[..s.len().min(32)].to_owned()
 }
 
-fn ledger_ref(ref_id: &str, aggregate_id: &str, event_index: usize) -> LedgerRefRow {
+fn ledger_ref(ref_id: &str, event_index: usize) -> LedgerRefRow {
     LedgerRefRow {
         ref_type: "COMMISSION".into(),
         ref_id: ref_id.into(),
         entry_type: "CREDIT_PENDING".into(),
-        aggregate_id: aggregate_id.into(),
         event_index,
     }
 }
@@ -236,10 +235,7 @@ fn three_stream_unit() -> UnitOfWork {
     let (v, h) = after(&a);
     UnitOfWork {
         streams: vec![a, b, c],
-        ledger_refs: vec![
-            ledger_ref("three-1", "s1", 0),
-            ledger_ref("three-2", "s3", 4),
-        ],
+        ledger_refs: vec![ledger_ref("three-1", 0), ledger_ref("three-2", 4)],
         idempotency: Some(key("three-key")),
         snapshots: vec![SnapshotRow {
             aggregate_type: T.into(),
@@ -333,12 +329,12 @@ both_backends!(
     |db: TestDb| async move {
         let store = db.store.clone();
         let mut u1 = unit(vec![next(&store, "a", 1).await]);
-        u1.ledger_refs.push(ledger_ref("r-1", "a", 0));
+        u1.ledger_refs.push(ledger_ref("r-1", 0));
         store.append(&[u1]).await.unwrap();
         let head = store.head_position().await.unwrap();
 
         let mut u2 = unit(vec![next(&store, "b", 2).await]);
-        u2.ledger_refs.push(ledger_ref("r-1", "b", 1));
+        u2.ledger_refs.push(ledger_ref("r-1", 1));
         u2.idempotency = Some(key("u2"));
         match store.append(&[u2.clone()]).await {
             Err(StoreError::DuplicateLedgerRef(_)) => {}
@@ -366,7 +362,7 @@ both_backends!(
 
         let mut u2 = unit(vec![next(&store, "b", 1).await]);
         u2.idempotency = Some(key("k-1"));
-        u2.ledger_refs.push(ledger_ref("r-2", "b", 0));
+        u2.ledger_refs.push(ledger_ref("r-2", 0));
         match store.append(&[u2]).await {
             Err(StoreError::DuplicateIdempotencyKey(_)) => {}
             other => panic!("expected DuplicateIdempotencyKey, got {other:?}"),
@@ -378,7 +374,7 @@ both_backends!(
         assert_eq!(rec.request_hash, key("k-1").request_hash);
         // r-2 was not recorded by the failed unit.
         let mut u3 = unit(vec![next(&store, "b", 1).await]);
-        u3.ledger_refs.push(ledger_ref("r-2", "b", 0));
+        u3.ledger_refs.push(ledger_ref("r-2", 0));
         store.append(&[u3]).await.unwrap();
     }
 );
@@ -402,7 +398,7 @@ both_backends!(
         u1.idempotency = Some(key("b-1"));
         let mut u2 = unit(vec![next(&store, "z", 1).await]);
         u2.idempotency = Some(key("b-2"));
-        u2.ledger_refs.push(ledger_ref("b-2", "z", 0));
+        u2.ledger_refs.push(ledger_ref("b-2", 0));
         let mut u3 = unit(vec![
             seal(T, "a", v, &h, noted(3, "a")),
             next(&store, "y", 1).await,
@@ -456,7 +452,7 @@ both_backends!(
         for (bad, expected) in cases {
             let mut u1 = unit(vec![next(&store, "p", 2).await]);
             u1.idempotency = Some(key("c-1"));
-            u1.ledger_refs.push(ledger_ref("c-1", "p", 0));
+            u1.ledger_refs.push(ledger_ref("c-1", 0));
             let mut u2 = unit(vec![bad]);
             u2.idempotency = Some(key("c-2"));
             let mut u3 = unit(vec![next(&store, "q", 1).await]);

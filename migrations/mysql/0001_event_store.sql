@@ -15,8 +15,13 @@ CREATE TABLE events (
     actor VARCHAR(128) NOT NULL,
     hash CHAR(64) NOT NULL,
     recorded_at DATETIME(6) NOT NULL,
+    -- The business key of a ledger entry (NULL for other events). Unique: one business
+    -- action takes effect once (R-INV-1), the last line of defence.
+    ledger_ref_type VARCHAR(128) NULL,
+    ledger_ref_id VARCHAR(128) NULL,
+    ledger_entry_type VARCHAR(64) NULL,
     UNIQUE KEY uq_events_stream (aggregate_type, aggregate_id, sequence),
-    UNIQUE KEY uq_events_event_id (event_id),
+    UNIQUE KEY uq_events_ledger_ref (ledger_ref_type, ledger_ref_id, ledger_entry_type),
     KEY ix_events_correlation (correlation_id, global_position),
     KEY ix_events_actor (actor, global_position),
     KEY ix_events_type_time (event_type, recorded_at, global_position)
@@ -55,16 +60,6 @@ CREATE TABLE command_log (
     first_position BIGINT NOT NULL,
     last_position BIGINT NOT NULL,
     created_at DATETIME(6) NOT NULL
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
-
--- One business action takes effect once (R-INV-1): the last line of defence.
-CREATE TABLE ledger_refs (
-    ref_type VARCHAR(128) NOT NULL,
-    ref_id VARCHAR(128) NOT NULL,
-    entry_type VARCHAR(64) NOT NULL,
-    aggregate_id VARCHAR(128) NOT NULL,
-    global_position BIGINT NOT NULL,
-    PRIMARY KEY (ref_type, ref_id, entry_type)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- API keys: only a SHA-256 of each key is stored.

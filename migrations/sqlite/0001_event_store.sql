@@ -6,15 +6,20 @@ CREATE TABLE events (
     sequence INTEGER NOT NULL,
     event_type TEXT NOT NULL,
     event_version INTEGER NOT NULL,
-    event_id TEXT NOT NULL UNIQUE,
+    event_id TEXT NOT NULL,
     payload TEXT NOT NULL,
     metadata TEXT NOT NULL,
     correlation_id TEXT NOT NULL,
     actor TEXT NOT NULL,
     hash TEXT NOT NULL,
     recorded_at TEXT NOT NULL,
+    ledger_ref_type TEXT NULL,
+    ledger_ref_id TEXT NULL,
+    ledger_entry_type TEXT NULL,
     UNIQUE (aggregate_type, aggregate_id, sequence)
 );
+-- One business action takes effect once (R-INV-1). NULLs (non-ledger events) never collide.
+CREATE UNIQUE INDEX uq_events_ledger_ref ON events (ledger_ref_type, ledger_ref_id, ledger_entry_type);
 CREATE INDEX ix_events_correlation ON events (correlation_id, global_position);
 CREATE INDEX ix_events_actor ON events (actor, global_position);
 CREATE INDEX ix_events_type_time ON events (event_type, recorded_at, global_position);
@@ -53,15 +58,6 @@ CREATE TABLE command_log (
     first_position INTEGER NOT NULL,
     last_position INTEGER NOT NULL,
     created_at TEXT NOT NULL
-);
-
-CREATE TABLE ledger_refs (
-    ref_type TEXT NOT NULL,
-    ref_id TEXT NOT NULL,
-    entry_type TEXT NOT NULL,
-    aggregate_id TEXT NOT NULL,
-    global_position INTEGER NOT NULL,
-    PRIMARY KEY (ref_type, ref_id, entry_type)
 );
 
 CREATE TABLE api_keys (

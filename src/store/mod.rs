@@ -67,15 +67,15 @@ pub struct StreamAppend {
     pub events: Vec<SealedEvent>,
 }
 
-/// A unique business key written with the events (SPEC R-INV-1).
+/// The unique business key of a ledger event (SPEC R-INV-1), stored on the event
+/// row itself under a unique index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerRefRow {
     pub ref_type: String,
     pub ref_id: String,
     pub entry_type: String,
-    pub aggregate_id: String,
     /// Index of the event inside the unit (counting across its streams) that the
-    /// reference belongs to; the backend turns it into a global position.
+    /// reference belongs to; the reference is stored on that event's row.
     pub event_index: usize,
 }
 
@@ -113,6 +113,31 @@ pub struct UnitOfWork {
 impl UnitOfWork {
     pub fn event_count(&self) -> usize {
         self.streams.iter().map(|s| s.events.len()).sum()
+    }
+
+    /// The ledger reference of each event of the unit (in unit order), if any. At
+    /// most one per event, and only for events the unit has.
+    pub fn ledger_refs_by_event(&self) -> Result<Vec<Option<&LedgerRefRow>>, StoreError> {
+        let mut out = vec![None; self.event_count()];
+        for r in &self.ledger_refs {
+            match out.get_mut(r.event_index) {
+                Some(slot @ None) => *slot = Some(r),
+                Some(Some(_)) => {
+                    return Err(StoreError::Invalid(format!(
+                        "two ledger references for event {} of one unit",
+                        r.event_index
+                    )))
+                }
+                None => {
+                    return Err(StoreError::Invalid(format!(
+                        "ledger reference for event {} of a unit of {} events",
+                        r.event_index,
+                        out.len()
+                    )))
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -270,6 +295,9 @@ pub enum StoreError {
     /// Stored data does not parse or contradicts itself.
     #[error("corrupt store data: {0}")]
     Corrupt(String),
+    /// The unit itself is malformed (a bug in the caller); nothing was written.
+    #[error("invalid unit of work: {0}")]
+    Invalid(String),
     #[error("injected failure after {0} streams (test hook)")]
     Injected(usize),
 }

@@ -4,7 +4,7 @@
 //! `BEGIN; lock event_sequence; guard; INSERT events…; INSERT ledger_refs…; …; COMMIT`.
 //! Values are written as hex literals (`_utf8mb4 x'…'`) so no input can change the
 //! statement, whatever the SQL mode. Global positions are `@fl_base + n`, where
-//! `@fl_base` is read from the single `event_sequence` row under `FOR UPDATE`; the lock
+//! `@fl_base` is read from the single `event_sequence` row by the UPDATE that locks it; the lock
 //! is held to COMMIT, so appends commit in position order (R-ES-4).
 //!
 //! When a statement fails the server stops there; the statement's index tells which
@@ -41,7 +41,6 @@ enum Stmt {
         unit: usize,
         stream: usize,
     },
-    LedgerRefs,
     CommandLog,
     Inject(usize),
 }
@@ -55,10 +54,22 @@ impl MysqlStore {
                     // Strict mode is load-bearing: the append guard relies on a NULL
                     // into a NOT NULL column being an error, never a silent 0.
                     sqlx::Executor::execute(
-                        conn,
+                        &mut *conn,
                         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,\
                          NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION', \
                          time_zone = '+00:00'",
+                    )
+                    .await?;
+                    // READ COMMITTED: the guard's subquery inside the reserving UPDATE
+                    // is then a plain consistent read, not a shared next-key lock on
+                    // `events` taken before the sequence lock (which deadlocks against
+                    // the holder's INSERT). Correctness never rests on the isolation
+                    // level: the sequence lock orders appends, the unique keys and the
+                    // guard (heads only grow, so a stale read errs towards a conflict)
+                    // refuse stale versions.
+                    sqlx::Executor::execute(
+                        conn,
+                        "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
                     )
                     .await
                     .map(|_| ())
@@ -122,17 +133,13 @@ impl MysqlStore {
         } else {
             format!("CASE{cases} ELSE -1 END")
         };
+        // One statement takes the sequence lock, runs the guard and reserves the
+        // positions; LAST_INSERT_ID(expr) hands the new last position back in the OK
+        // packet, so no SELECT is needed to learn it.
         stmts.push((
             format!(
-                "SELECT last_position, {bad} INTO @fl_base, @fl_bad FROM event_sequence \
-                 WHERE id = 1 FOR UPDATE"
-            ),
-            Stmt::Plain,
-        ));
-        stmts.push((
-            format!(
-                "UPDATE event_sequence SET last_position = \
-                 IF(@fl_bad < 0, @fl_base + {total}, NULL) WHERE id = 1"
+                "UPDATE event_sequence SET last_position = IF((@fl_bad := {bad}) < 0, \
+                 LAST_INSERT_ID((@fl_base := last_position) + {total}), NULL) WHERE id = 1"
             ),
             Stmt::StreamGuard(checked),
         ));
@@ -141,10 +148,10 @@ impl MysqlStore {
         let split = units.iter().any(|u| u.fail_after_streams.is_some());
         let mut batch_rows = String::new();
         let mut offset = 0usize; // events of earlier units
-        let mut refs = String::new();
         let mut log = String::new();
         let mut snaps = String::new();
         for (u, unit) in units.iter().enumerate() {
+            let refs = unit.ledger_refs_by_event()?;
             let mut in_unit = 0usize;
             for (si, s) in unit.streams.iter().enumerate() {
                 if unit.fail_after_streams == Some(si) {
@@ -161,9 +168,18 @@ impl MysqlStore {
                     if !sql.is_empty() {
                         sql.push(',');
                     }
+                    let ledger = match refs.get(in_unit).copied().flatten() {
+                        Some(r) => format!(
+                            "{}, {}, {}",
+                            lit(&r.ref_type),
+                            lit(&r.ref_id),
+                            lit(&r.entry_type)
+                        ),
+                        None => "NULL, NULL, NULL".to_owned(),
+                    };
                     let _ = write!(
                         sql,
-                        "(@fl_base + {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                        "(@fl_base + {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {ledger})",
                         offset + in_unit + 1,
                         lit(&s.aggregate_type),
                         lit(&s.aggregate_id),
@@ -200,18 +216,6 @@ impl MysqlStore {
                     "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fl_injected_failure'".into(),
                     Stmt::Inject(unit.streams.len()),
                 ));
-            }
-            for r in &unit.ledger_refs {
-                refs.push_str(if refs.is_empty() { "" } else { "," });
-                let _ = write!(
-                    refs,
-                    "({}, {}, {}, {}, @fl_base + {})",
-                    lit(&r.ref_type),
-                    lit(&r.ref_id),
-                    lit(&r.entry_type),
-                    lit(&r.aggregate_id),
-                    offset + r.event_index + 1
-                );
             }
             if let Some(idem) = &unit.idempotency {
                 let (first, last) = if in_unit == 0 {
@@ -262,15 +266,6 @@ impl MysqlStore {
                 Stmt::Events { unit: 0, stream: 0 },
             ));
         }
-        if !refs.is_empty() {
-            stmts.push((
-                format!(
-                    "INSERT INTO ledger_refs (ref_type, ref_id, entry_type, aggregate_id, \
-                     global_position) VALUES {refs}"
-                ),
-                Stmt::LedgerRefs,
-            ));
-        }
         if !snaps.is_empty() {
             stmts.push((
                 format!(
@@ -285,17 +280,17 @@ impl MysqlStore {
         }
         debug_assert_eq!(offset, total);
         stmts.push(("COMMIT".into(), Stmt::Plain));
-        stmts.push((
-            "SELECT CAST(@fl_base AS SIGNED) AS base".into(),
-            Stmt::Plain,
-        ));
         Ok((stmts, offset))
     }
 }
 
 const INSERT_EVENTS: &str = "INSERT INTO events (global_position, aggregate_type, aggregate_id, \
      sequence, event_type, event_version, event_id, payload, metadata, correlation_id, actor, hash, \
-     recorded_at) VALUES ";
+     recorded_at, ledger_ref_type, ledger_ref_id, ledger_entry_type) VALUES ";
+
+/// Index of the statement that reserves positions (its OK packet carries the new last
+/// position): right after BEGIN.
+const RESERVE_STATEMENT: usize = 1;
 
 /// A string as a hex literal in the connection's utf8mb4 character set: immune to
 /// quoting and to the SQL mode.
@@ -348,6 +343,19 @@ fn map_failure(
         }
     };
     match (kind, number) {
+        (Some(Stmt::Events { .. }), Some(1062))
+            if e.to_string().contains("uq_events_ledger_ref") =>
+        {
+            StoreError::DuplicateLedgerRef(match units {
+                [one] => one
+                    .ledger_refs
+                    .iter()
+                    .map(|r| format!("{}/{}/{}", r.ref_type, r.ref_id, r.entry_type))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                _ => e.to_string(),
+            })
+        }
         (Some(Stmt::Events { unit, stream }), Some(1062)) => conflict(*unit, *stream),
         (Some(Stmt::StreamGuard(checked)), Some(1048)) => {
             let (unit, stream) = failed_check
@@ -358,40 +366,36 @@ fn map_failure(
                 .unwrap_or((0, 0));
             conflict(unit, stream)
         }
-        (Some(Stmt::LedgerRefs), Some(1062)) => StoreError::DuplicateLedgerRef(match units {
-            [one] => one
-                .ledger_refs
-                .iter()
-                .map(|r| format!("{}/{}/{}", r.ref_type, r.ref_id, r.entry_type))
-                .collect::<Vec<_>>()
-                .join(", "),
-            _ => e.to_string(),
-        }),
         (Some(Stmt::CommandLog), Some(1062)) => StoreError::DuplicateIdempotencyKey(e.to_string()),
         (Some(Stmt::Inject(n)), _) => StoreError::Injected(*n),
         _ => StoreError::Database(e.to_string()),
     }
 }
 
-/// Run a multi-statement script; returns how many statements completed, the value of
-/// the last row's first column, and the error that stopped it, if any.
+/// Run a multi-statement script; returns how many statements completed, the last
+/// position reserved by [`RESERVE_STATEMENT`], and the error that stopped it, if any.
 fn run_script<'c>(
     conn: &'c mut sqlx::MySqlConnection,
     sql: &'c str,
 ) -> futures::future::BoxFuture<'c, (usize, Option<i64>, Result<(), sqlx::Error>)> {
     Box::pin(async move {
         let mut done = 0usize;
-        let mut base = None;
+        let mut last = None;
         let mut stream = sqlx::raw_sql(sql).fetch_many(conn);
         let result = loop {
             match stream.try_next().await {
-                Ok(Some(Either::Left(_))) => done += 1,
-                Ok(Some(Either::Right(row))) => base = row.try_get::<i64, _>(0).ok(),
+                Ok(Some(Either::Left(r))) => {
+                    if done == RESERVE_STATEMENT {
+                        last = i64::try_from(r.last_insert_id()).ok();
+                    }
+                    done += 1;
+                }
+                Ok(Some(Either::Right(_))) => {}
                 Ok(None) => break Ok(()),
                 Err(e) => break Err(e),
             }
         };
-        (done, base, result)
+        (done, last, result)
     })
 }
 
@@ -515,11 +519,11 @@ impl EventStore for MysqlStore {
             .collect::<Vec<_>>()
             .join(";\n");
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
-        let (done, base, result) = run_script(&mut conn, &sql).await;
+        let (done, last, result) = run_script(&mut conn, &sql).await;
         match result {
             Ok(()) => {
-                let base = base.ok_or_else(|| {
-                    StoreError::OutcomeUnknown("append committed but returned no base".into())
+                let base = last.map(|l| l - total as i64).ok_or_else(|| {
+                    StoreError::OutcomeUnknown("append committed but returned no position".into())
                 })?;
                 let mut next = base;
                 let committed = units

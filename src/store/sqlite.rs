@@ -61,8 +61,26 @@ impl SqliteStore {
         let mut next = base;
         let mut committed = Vec::with_capacity(units.len());
         for unit in units {
-            let first = next + 1;
+            let refs = unit.ledger_refs_by_event()?;
             let mut positions = Vec::with_capacity(unit.event_count());
+            // The key first: a repeated request is reported as such (and replayed by
+            // the bus), not as a duplicate of the ledger refs it would write again.
+            if let Some(idem) = &unit.idempotency {
+                let n = unit.event_count() as i64;
+                let (f, l) = if n == 0 { (0, 0) } else { (next + 1, next + n) };
+                sqlx::query(
+                    "INSERT INTO command_log (idempotency_key, request_hash, first_position, \
+                     last_position, created_at) VALUES (?, ?, ?, ?, ?)",
+                )
+                .bind(&idem.key)
+                .bind(&idem.request_hash)
+                .bind(f)
+                .bind(l)
+                .bind(time_text(&Utc::now()))
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| unique_or(e, StoreError::DuplicateIdempotencyKey))?;
+            }
             for (si, s) in unit.streams.iter().enumerate() {
                 if unit.fail_after_streams == Some(si) {
                     return Err(StoreError::Injected(si));
@@ -88,11 +106,13 @@ impl SqliteStore {
                 }
                 for e in &s.events {
                     next += 1;
+                    let ledger = refs.get(positions.len()).copied().flatten();
                     sqlx::query(
                         "INSERT INTO events (global_position, aggregate_type, aggregate_id, \
                          sequence, event_type, event_version, event_id, payload, metadata, \
-                         correlation_id, actor, hash, recorded_at) \
-                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         correlation_id, actor, hash, recorded_at, ledger_ref_type, \
+                         ledger_ref_id, ledger_entry_type) \
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     )
                     .bind(next)
                     .bind(&s.aggregate_type)
@@ -107,55 +127,25 @@ impl SqliteStore {
                     .bind(&e.actor)
                     .bind(&e.hash)
                     .bind(time_text(&e.recorded_at))
+                    .bind(ledger.map(|r| &r.ref_type))
+                    .bind(ledger.map(|r| &r.ref_id))
+                    .bind(ledger.map(|r| &r.entry_type))
                     .execute(&mut **tx)
                     .await
-                    .map_err(db_err)?;
+                    .map_err(|err| match ledger {
+                        Some(r) => unique_or(err, |_| {
+                            StoreError::DuplicateLedgerRef(format!(
+                                "{}/{}/{}",
+                                r.ref_type, r.ref_id, r.entry_type
+                            ))
+                        }),
+                        None => db_err(err),
+                    })?;
                     positions.push(next);
                 }
             }
             if unit.fail_after_streams == Some(unit.streams.len()) {
                 return Err(StoreError::Injected(unit.streams.len()));
-            }
-            // The key first: a repeated request is reported as such, not as a
-            // duplicate of the ledger refs it would write again.
-            if let Some(idem) = &unit.idempotency {
-                let (f, l) = match (positions.first(), positions.last()) {
-                    (Some(f), Some(l)) => (*f, *l),
-                    _ => (0, 0),
-                };
-                sqlx::query(
-                    "INSERT INTO command_log (idempotency_key, request_hash, first_position, \
-                     last_position, created_at) VALUES (?, ?, ?, ?, ?)",
-                )
-                .bind(&idem.key)
-                .bind(&idem.request_hash)
-                .bind(f)
-                .bind(l)
-                .bind(time_text(&Utc::now()))
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| unique_or(e, StoreError::DuplicateIdempotencyKey))?;
-            }
-            for r in &unit.ledger_refs {
-                sqlx::query(
-                    "INSERT INTO ledger_refs (ref_type, ref_id, entry_type, aggregate_id, \
-                     global_position) VALUES (?, ?, ?, ?, ?)",
-                )
-                .bind(&r.ref_type)
-                .bind(&r.ref_id)
-                .bind(&r.entry_type)
-                .bind(&r.aggregate_id)
-                .bind(first + r.event_index as i64)
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| {
-                    unique_or(e, |_| {
-                        StoreError::DuplicateLedgerRef(format!(
-                            "{}/{}/{}",
-                            r.ref_type, r.ref_id, r.entry_type
-                        ))
-                    })
-                })?;
             }
             for s in &unit.snapshots {
                 sqlx::query(
