@@ -614,6 +614,7 @@ where
             aggregate_type: A::TYPE.to_owned(),
             aggregate_id: env.aggregate_id.clone(),
             expected_version,
+            expected_hash: loaded.last_hash.clone(),
             events: sealed,
         }],
         ledger_refs,

@@ -73,6 +73,7 @@ fn seal(
         aggregate_type: aggregate_type.to_owned(),
         aggregate_id: aggregate_id.to_owned(),
         expected_version,
+        expected_hash: prev_hash.to_owned(),
         events: sealed,
     }
 }
@@ -222,6 +223,32 @@ both_backends!(
         assert_eq!(store.head_position().await.unwrap(), head);
         assert_eq!(stream_len(&store, "a").await, 2);
         assert_eq!(stream_len(&store, "nobody").await, 0);
+    }
+);
+
+both_backends!(
+    a_head_with_the_right_number_but_another_hash_is_a_conflict,
+    |db: TestDb| async move {
+        // Writer X decided on a head (version 2, hash H) that never committed; the
+        // stream got a different event 2 from writer Y. X's next append states the
+        // right number but the wrong hash: it must not be chained onto Y's event.
+        let store = db.store.clone();
+        store
+            .append(&[unit(vec![next(&store, "a", 1).await])])
+            .await
+            .unwrap();
+        let imagined = next(&store, "a", 1).await; // X's event 2, never appended
+        store
+            .append(&[unit(vec![next(&store, "a", 1).await])])
+            .await
+            .unwrap(); // Y's event 2
+        let (v, h) = after(&imagined);
+        assert_eq!(v, 2);
+        let head = store.head_position().await.unwrap();
+        let on_imagined = seal(T, "a", v, &h, noted(1, "x"));
+        assert_conflict(store.append(&[unit(vec![on_imagined])]).await, "a", 2);
+        assert_eq!(store.head_position().await.unwrap(), head);
+        assert_eq!(stream_len(&store, "a").await, 2);
     }
 );
 

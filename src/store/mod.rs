@@ -64,6 +64,11 @@ pub struct StreamAppend {
     /// The stream's version (= last sequence, 0 for a new stream) the events were
     /// decided on. The append fails with a conflict if the stream moved on.
     pub expected_version: i64,
+    /// The hash of the event at `expected_version` (`GENESIS_HASH` for a new
+    /// stream): the head is identified by its content, not only its number, so a
+    /// different event that took the same sequence (another writer, or a batch
+    /// decided on a speculative head that never committed) is a conflict too.
+    pub expected_hash: String,
     pub events: Vec<SealedEvent>,
 }
 

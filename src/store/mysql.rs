@@ -114,13 +114,30 @@ impl MysqlStore {
             let bad = match ends.get(&key) {
                 Some(&end) if s.expected_version == end => None,
                 Some(_) => Some("TRUE".to_owned()),
-                None => Some(format!(
-                    "COALESCE((SELECT MAX(sequence) FROM events WHERE aggregate_type = {} \
-                     AND aggregate_id = {}), 0) <> {}",
-                    lit(&s.aggregate_type),
-                    lit(&s.aggregate_id),
-                    s.expected_version
-                )),
+                // The head must be exactly the event decided on (number and hash),
+                // with nothing after it. (The unique key would refuse "after" too,
+                // but here the failure names its stream.)
+                None => {
+                    let stream = format!(
+                        "aggregate_type = {} AND aggregate_id = {}",
+                        lit(&s.aggregate_type),
+                        lit(&s.aggregate_id)
+                    );
+                    let after = format!(
+                        "EXISTS (SELECT 1 FROM events WHERE {stream} AND sequence = {})",
+                        s.expected_version + 1
+                    );
+                    Some(if s.expected_version == 0 {
+                        after
+                    } else {
+                        format!(
+                            "NOT EXISTS (SELECT 1 FROM events WHERE {stream} AND sequence = {} \
+                             AND hash = {}) OR {after}",
+                            s.expected_version,
+                            lit(&s.expected_hash)
+                        )
+                    })
+                }
             };
             ends.insert(key, s.expected_version + s.events.len() as i64);
             if let Some(bad) = bad {

@@ -88,16 +88,18 @@ impl SqliteStore {
                 if s.events.is_empty() {
                     continue;
                 }
-                let head: i64 = sqlx::query_scalar(
-                    "SELECT COALESCE(MAX(sequence), 0) FROM events \
-                     WHERE aggregate_type = ? AND aggregate_id = ?",
+                // The head must be exactly the event decided on: its number and hash.
+                let head: Option<(i64, String)> = sqlx::query_as(
+                    "SELECT sequence, hash FROM events WHERE aggregate_type = ? \
+                     AND aggregate_id = ? ORDER BY sequence DESC LIMIT 1",
                 )
                 .bind(&s.aggregate_type)
                 .bind(&s.aggregate_id)
-                .fetch_one(&mut **tx)
+                .fetch_optional(&mut **tx)
                 .await
                 .map_err(db_err)?;
-                if head != s.expected_version {
+                let (version, hash) = head.unwrap_or((0, GENESIS_HASH.to_owned()));
+                if version != s.expected_version || hash != s.expected_hash {
                     return Err(StoreError::Conflict {
                         aggregate_type: s.aggregate_type.clone(),
                         aggregate_id: s.aggregate_id.clone(),
