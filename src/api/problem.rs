@@ -182,3 +182,47 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::BusError;
+
+    #[test]
+    fn an_exhausted_conflict_is_409_concurrency_conflict() {
+        let p = Problem::from(BusError::<WalletError>::Conflict(10));
+        assert_eq!(p.status, StatusCode::CONFLICT);
+        assert_eq!(p.code, "CONCURRENCY_CONFLICT");
+        let p = Problem::from(StoreError::Conflict {
+            aggregate_type: "wallet".into(),
+            aggregate_id: "w-1".into(),
+            expected_version: 3,
+        });
+        assert_eq!(p.status, StatusCode::CONFLICT);
+        assert_eq!(p.code, "CONCURRENCY_CONFLICT");
+    }
+
+    #[test]
+    fn an_unknown_outcome_is_503_and_tells_the_client_to_retry_with_its_key() {
+        let p = Problem::from(StoreError::OutcomeUnknown("connection reset".into()));
+        assert_eq!(p.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(p.code, "OUTCOME_UNKNOWN");
+        assert!(p.detail.contains("Idempotency-Key"));
+    }
+
+    #[test]
+    fn the_body_is_rfc_9457_with_code_and_field() {
+        let body = Problem::from(WalletError::InsufficientBalance {
+            bucket: "available",
+            balance_minor: 0,
+            amount_minor: 5,
+        })
+        .body();
+        let json = serde_json::to_value(&body).unwrap();
+        assert_eq!(json["type"], "/problems/insufficient-balance");
+        assert_eq!(json["status"], 409);
+        assert_eq!(json["code"], "INSUFFICIENT_BALANCE");
+        assert_eq!(json["field"], "amount_minor");
+        assert_eq!(json["title"], "Conflict");
+    }
+}
