@@ -450,3 +450,67 @@ async fn serve_prints_the_admin_key_on_first_start_only_and_answers_health() {
     let again = std::fs::read_to_string(dir.path().join("factledger-admin.key")).unwrap();
     assert_eq!(again, file);
 }
+
+#[test]
+fn the_default_database_is_factledger_db_in_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = factledger(dir.path())
+        .env_remove("DATABASE_URL")
+        .arg("migrate")
+        .output()
+        .expect("run factledger");
+    let out = succeeded(&o);
+    assert!(out.contains("sqlite"), "{out}");
+    assert!(dir.path().join("factledger.db").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_logs_are_json_lines_with_request_id_actor_and_wallet() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let log_path = dir.path().join("serve.log");
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut child = factledger(dir.path())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--database-url", &url])
+        .env("FACTLEDGER_LOG_FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .expect("spawn serve");
+    let client = reqwest::Client::new();
+    wait_healthy(&client, &base).await;
+    let secret = std::fs::read_to_string(dir.path().join("factledger-admin.key")).unwrap();
+    let r = client
+        .post(format!("{base}/v1/wallets/w-log/commands"))
+        .bearer_auth(secret.trim())
+        .header("x-request-id", "req-log-1")
+        .body(r#"{"type":"Open","user_id":"u-1","currency":"IDR"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let key_id = secret.trim().split('_').nth(1).unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let logs = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Some(l) = logs.lines().find(|l| l.contains("command applied")) {
+            break l.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no 'command applied' log line: {logs}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: Value = serde_json::from_str(&line).expect("a JSON log line");
+    let text = v.to_string();
+    assert!(text.contains("req-log-1"), "request id in {text}");
+    assert!(text.contains(&format!("key:{key_id}")), "actor in {text}");
+    assert!(text.contains("w-log"), "wallet id in {text}");
+    assert!(text.contains("Open"), "command in {text}");
+}

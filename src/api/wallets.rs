@@ -132,8 +132,18 @@ pub async fn post_command(
             idempotency,
         })
         .await
-        .map_err(Problem::from)?;
+        .map_err(|e| {
+            let p = Problem::from(e);
+            tracing::info!(code = p.code, status = p.status.as_u16(), "command refused");
+            p
+        })?;
     let replayed = outcome.replayed;
+    tracing::info!(
+        position = outcome.position,
+        events = outcome.events.len(),
+        replayed,
+        "command applied"
+    );
     let mut response = Json(CommandResponse {
         wallet_id: wallet_id.as_str().to_owned(),
         events: outcome.events,
