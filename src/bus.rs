@@ -8,10 +8,11 @@
 //! transaction fails, every command of it is re-run alone, so one bad command only
 //! fails itself.
 //!
-//! Conflicts with other processes (another `serve` on the same database) surface as a
-//! unique-key violation on `(aggregate_type, aggregate_id, sequence)`; the command is
-//! re-decided on freshly loaded state up to [`CONFLICT_RETRIES_MAX`] times, then
-//! reported as `CONCURRENCY_CONFLICT`.
+//! Conflicts with other processes (another `serve` on the same database) surface as
+//! `StoreError::Conflict`: a stream's head is no longer the event (number and hash)
+//! the command was decided on. A conflicting batch is re-decided as a whole on freshly
+//! loaded state, a single command up to [`CONFLICT_RETRIES_MAX`] times with jittered
+//! backoff, then reported as `CONCURRENCY_CONFLICT`.
 
 use crate::store::{
     CommittedUnit, DynStore, EventView, IdempotencyRow, LedgerRefRow, Metadata, SealedEvent,
