@@ -15,8 +15,8 @@
 //! backoff, then reported as `CONCURRENCY_CONFLICT`.
 
 use crate::store::{
-    CommittedUnit, DynStore, EventView, IdempotencyRow, LedgerRefRow, Metadata, SealedEvent,
-    SnapshotRow, StoreError, StreamAppend, UnitOfWork, GENESIS_HASH, READ_LIMIT_MAX,
+    full_metadata, CommittedUnit, DynStore, EventView, IdempotencyRow, LedgerRefRow, Metadata,
+    SealedEvent, SnapshotRow, StoreError, StreamAppend, UnitOfWork, GENESIS_HASH, READ_LIMIT_MAX,
 };
 use chrono::Utc;
 use factledger_aggregates::{Decide, InvariantViolation};
@@ -534,49 +534,42 @@ where
     for (i, e) in events.iter().enumerate() {
         let payload_value = serde_json::to_value(e)
             .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
-        let payload = payload_value.to_string();
-        let event_id = uuid::Uuid::new_v4();
-        let metadata_value = metadata_json(&env.metadata, event_id, now);
-        let metadata = metadata_value.to_string();
-        let sequence = expected_version + 1 + i as i64;
-        let event_type = cqrs_es::DomainEvent::event_type(e);
-        let event_version: i32 = cqrs_es::DomainEvent::event_version(e).parse().unwrap_or(1);
-        let hash = crate::store::event_hash(
+        let event = SealedEvent::seal(
             &prev,
             A::TYPE,
             &env.aggregate_id,
-            sequence,
-            &event_type,
-            event_version,
-            &payload,
-            &metadata,
+            expected_version + 1 + i as i64,
+            cqrs_es::DomainEvent::event_type(e),
+            cqrs_es::DomainEvent::event_version(e).parse().unwrap_or(1),
+            payload_value.to_string(),
+            &env.metadata,
+            uuid::Uuid::new_v4(),
+            now,
         );
-        prev = hash.clone();
+        let id = event.event_id.to_string();
+        let metadata = full_metadata(
+            &event.metadata,
+            &id,
+            &event.correlation_id,
+            &event.actor,
+            &now,
+        )
+        .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
+        prev = event.hash.clone();
         views.push(EventView {
             global_position: 0,
             aggregate_type: A::TYPE.to_owned(),
             aggregate_id: env.aggregate_id.clone(),
-            sequence,
-            event_id: event_id.to_string(),
-            event_type: event_type.clone(),
-            event_version,
+            sequence: event.sequence,
+            event_id: id,
+            event_type: event.event_type.clone(),
+            event_version: event.event_version,
             payload: payload_value,
-            metadata: metadata_value,
-            hash: hash.clone(),
-            recorded_at: now,
-        });
-        sealed.push(SealedEvent {
-            event_id,
-            sequence,
-            event_type,
-            event_version,
-            payload,
             metadata,
+            hash: event.hash.clone(),
             recorded_at: now,
-            hash,
-            correlation_id: env.metadata.correlation_id.clone(),
-            actor: env.metadata.actor.clone(),
         });
+        sealed.push(event);
     }
     let new_version = expected_version + events.len() as i64;
     let mut since = loaded.events_since_snapshot + events.len() as i64;
@@ -628,23 +621,4 @@ where
     loaded.last_hash = prev;
     loaded.events_since_snapshot = since;
     Ok((unit, views))
-}
-
-/// The metadata JSON stored with an event (SPEC R-ES-5).
-pub fn metadata_json(
-    m: &Metadata,
-    event_id: uuid::Uuid,
-    recorded_at: chrono::DateTime<Utc>,
-) -> serde_json::Value {
-    serde_json::json!({
-        "event_id": event_id.to_string(),
-        "correlation_id": m.correlation_id,
-        "causation_id": m.causation_id,
-        "command_id": m.command_id,
-        "actor": m.actor,
-        "request_id": m.request_id,
-        "trace_id": m.trace_id,
-        "country_code": m.country_code,
-        "recorded_at": recorded_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-    })
 }

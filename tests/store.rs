@@ -5,8 +5,8 @@ mod common;
 use chrono::{DateTime, SubsecRound, Utc};
 use common::{Backend, TestDb};
 use factledger::store::{
-    self, event_hash, DynStore, IdempotencyRow, LedgerRefRow, Metadata, SealedEvent, SnapshotRow,
-    StoreError, StreamAppend, UnitOfWork, GENESIS_HASH,
+    self, DynStore, IdempotencyRow, LedgerRefRow, Metadata, SealedEvent, SnapshotRow, StoreError,
+    StreamAppend, UnitOfWork, GENESIS_HASH,
 };
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -42,32 +42,20 @@ fn seal(
     let mut sealed = Vec::with_capacity(events.len());
     for (i, (event_type, event_version, payload)) in events.into_iter().enumerate() {
         let sequence = expected_version + 1 + i as i64;
-        let event_id = uuid::Uuid::new_v4();
-        let payload = payload.to_string();
-        let metadata = factledger::bus::metadata_json(&m, event_id, now).to_string();
-        let hash = event_hash(
+        let event = SealedEvent::seal(
             &prev,
             aggregate_type,
             aggregate_id,
             sequence,
-            event_type,
+            event_type.to_owned(),
             event_version,
-            &payload,
-            &metadata,
+            payload.to_string(),
+            &m,
+            uuid::Uuid::new_v4(),
+            now,
         );
-        prev = hash.clone();
-        sealed.push(SealedEvent {
-            event_id,
-            sequence,
-            event_type: event_type.to_owned(),
-            event_version,
-            payload,
-            metadata,
-            recorded_at: now,
-            hash,
-            correlation_id: m.correlation_id.clone(),
-            actor: m.actor.clone(),
-        });
+        prev = event.hash.clone();
+        sealed.push(event);
     }
     StreamAppend {
         aggregate_type: aggregate_type.to_owned(),
@@ -568,6 +556,23 @@ both_backends!(
             let r = store::verify(&*store, Some((T, id))).await.unwrap();
             assert_eq!(r.first_broken, None, "{id}");
             assert_eq!(r.events_checked, 6);
+        }
+
+        // The columns audit queries read are covered too: forging who did it, or
+        // which request it belonged to, breaks the chain just the same.
+        let a = store.read_stream(T, "a", 1, 100).await.unwrap();
+        for (column, value) in [("actor", "key:forged"), ("correlation_id", "forged")] {
+            let target = if column == "actor" { &a[1] } else { &a[0] };
+            store
+                .execute_raw(&format!(
+                    "UPDATE events SET {column} = '{value}' WHERE global_position = {}",
+                    target.global_position
+                ))
+                .await
+                .unwrap();
+            let r = store::verify(&*store, Some((T, "a"))).await.unwrap();
+            let broken = r.first_broken.expect("a forged column must be found");
+            assert_eq!(broken.global_position, target.global_position, "{column}");
         }
     }
 );

@@ -7,32 +7,44 @@ use sha2::{Digest, Sha256};
 /// The "previous hash" of the first event of every stream.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/// Everything an event's hash covers: every stored column but the global position
+/// (assigned by the database at commit) and the ledger key (derived from the payload).
+#[derive(Debug, Clone, Copy)]
+pub struct Hashed<'a> {
+    pub prev_hash: &'a str,
+    pub aggregate_type: &'a str,
+    pub aggregate_id: &'a str,
+    pub sequence: i64,
+    pub event_type: &'a str,
+    pub event_version: i32,
+    pub event_id: &'a str,
+    pub correlation_id: &'a str,
+    pub actor: &'a str,
+    /// RFC 3339 UTC with microseconds, as stored.
+    pub recorded_at: &'a str,
+    pub payload: &'a str,
+    pub metadata: &'a str,
+}
+
 /// SHA-256 over length-prefixed fields, hex encoded. Length prefixes make the
-/// encoding unambiguous (no field can bleed into the next). The global position is
-/// not covered: it is assigned by the database at commit.
-#[allow(clippy::too_many_arguments)]
-pub fn event_hash(
-    prev_hash: &str,
-    aggregate_type: &str,
-    aggregate_id: &str,
-    sequence: i64,
-    event_type: &str,
-    event_version: i32,
-    payload: &str,
-    metadata: &str,
-) -> String {
+/// encoding unambiguous (no field can bleed into the next).
+pub fn event_hash(e: &Hashed) -> String {
     let mut h = Sha256::new();
-    let sequence = sequence.to_string();
-    let event_version = event_version.to_string();
+    let sequence = e.sequence.to_string();
+    let event_version = e.event_version.to_string();
     for field in [
-        prev_hash,
-        aggregate_type,
-        aggregate_id,
+        e.prev_hash,
+        e.aggregate_type,
+        e.aggregate_id,
         &sequence,
-        event_type,
+        e.event_type,
         &event_version,
-        payload,
-        metadata,
+        e.event_id,
+        e.correlation_id,
+        e.actor,
+        e.recorded_at,
+        e.payload,
+        e.metadata,
     ] {
         h.update((field.len() as u64).to_be_bytes());
         h.update(field.as_bytes());
@@ -44,26 +56,69 @@ pub fn event_hash(
 mod tests {
     use super::*;
 
+    fn base() -> Hashed<'static> {
+        Hashed {
+            prev_hash: GENESIS_HASH,
+            aggregate_type: "wallet",
+            aggregate_id: "w1",
+            sequence: 1,
+            event_type: "E",
+            event_version: 1,
+            event_id: "id-1",
+            correlation_id: "c",
+            actor: "a",
+            recorded_at: "2026-12-02T12:00:00.000000Z",
+            payload: "{}",
+            metadata: "{}",
+        }
+    }
+
     #[test]
     fn any_field_change_changes_the_hash() {
-        let base = event_hash(GENESIS_HASH, "wallet", "w1", 1, "E", 1, "{}", "{}");
-        assert_ne!(
-            base,
-            event_hash(GENESIS_HASH, "wallet", "w1", 2, "E", 1, "{}", "{}")
-        );
-        assert_ne!(
-            base,
-            event_hash(GENESIS_HASH, "wallet", "w1", 1, "E", 1, "{ }", "{}")
-        );
-        assert_ne!(
-            base,
-            event_hash(GENESIS_HASH, "wallet", "w", 1, "E", 1, "{}", "{}")
-        );
-        // Length prefixes: moving a character between fields changes the hash.
-        assert_ne!(
-            event_hash(GENESIS_HASH, "walle", "tw1", 1, "E", 1, "{}", "{}"),
-            base
-        );
-        assert_eq!(base.len(), 64);
+        let b = event_hash(&base());
+        assert_eq!(b.len(), 64);
+        let changed = [
+            Hashed {
+                sequence: 2,
+                ..base()
+            },
+            Hashed {
+                payload: "{ }",
+                ..base()
+            },
+            Hashed {
+                aggregate_id: "w",
+                ..base()
+            },
+            Hashed {
+                event_id: "id-2",
+                ..base()
+            },
+            Hashed {
+                correlation_id: "d",
+                ..base()
+            },
+            Hashed {
+                actor: "b",
+                ..base()
+            },
+            Hashed {
+                recorded_at: "2026-12-02T12:00:00.000001Z",
+                ..base()
+            },
+            Hashed {
+                metadata: "{\"x\":1}",
+                ..base()
+            },
+            // Length prefixes: moving a character between fields changes the hash.
+            Hashed {
+                aggregate_type: "walle",
+                aggregate_id: "tw1",
+                ..base()
+            },
+        ];
+        for c in changed {
+            assert_ne!(event_hash(&c), b, "{c:?}");
+        }
     }
 }

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
 
-pub use hash::{event_hash, GENESIS_HASH};
+pub use hash::{event_hash, Hashed, GENESIS_HASH};
 
 /// Longest page any read returns; callers ask for less.
 pub const READ_LIMIT_MAX: i64 = 1_000;
@@ -164,9 +164,103 @@ pub struct StoredEvent {
     pub event_version: i32,
     pub event_id: String,
     pub payload: String,
+    /// The metadata that has no column of its own (see [`stored_metadata`]).
     pub metadata: String,
+    pub correlation_id: String,
+    pub actor: String,
     pub hash: String,
     pub recorded_at: DateTime<Utc>,
+}
+
+/// Metadata as stored in the `metadata` column: only what has no column of its own
+/// (`event_id`, `correlation_id`, `actor` and `recorded_at` are columns), absent
+/// options left out. Rows stay small, which is most of an append's cost.
+pub fn stored_metadata(m: &Metadata) -> String {
+    let mut o = serde_json::Map::new();
+    if let Some(c) = &m.causation_id {
+        o.insert("causation_id".into(), Value::from(c.as_str()));
+    }
+    if let Some(c) = &m.command_id {
+        o.insert("command_id".into(), Value::from(c.as_str()));
+    }
+    o.insert("request_id".into(), Value::from(m.request_id.as_str()));
+    o.insert("trace_id".into(), Value::from(m.trace_id.as_str()));
+    o.insert("country_code".into(), Value::from(m.country_code.as_str()));
+    Value::Object(o).to_string()
+}
+
+/// The complete metadata of an event (SPEC R-ES-5) as clients see it: the stored
+/// part plus the columns.
+pub fn full_metadata(
+    stored: &str,
+    event_id: &str,
+    correlation_id: &str,
+    actor: &str,
+    recorded_at: &DateTime<Utc>,
+) -> Result<Value, serde_json::Error> {
+    let mut o = match serde_json::from_str::<Value>(stored)? {
+        Value::Object(o) => o,
+        _ => serde_json::Map::new(),
+    };
+    o.insert("event_id".into(), Value::from(event_id));
+    o.insert("correlation_id".into(), Value::from(correlation_id));
+    o.insert("actor".into(), Value::from(actor));
+    o.insert("recorded_at".into(), Value::from(time_text(recorded_at)));
+    o.entry("causation_id").or_insert(Value::Null);
+    o.entry("command_id").or_insert(Value::Null);
+    Ok(Value::Object(o))
+}
+
+/// Event time as stored and hashed: RFC 3339 UTC with microseconds.
+pub fn time_text(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+impl SealedEvent {
+    /// Seal one event of a stream: metadata as stored, and the hash chained to
+    /// `prev_hash`. `recorded_at` must already be truncated to microseconds.
+    #[allow(clippy::too_many_arguments)]
+    pub fn seal(
+        prev_hash: &str,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        sequence: i64,
+        event_type: String,
+        event_version: i32,
+        payload: String,
+        m: &Metadata,
+        event_id: uuid::Uuid,
+        recorded_at: DateTime<Utc>,
+    ) -> SealedEvent {
+        let metadata = stored_metadata(m);
+        let id = event_id.to_string();
+        let hash = event_hash(&Hashed {
+            prev_hash,
+            aggregate_type,
+            aggregate_id,
+            sequence,
+            event_type: &event_type,
+            event_version,
+            event_id: &id,
+            correlation_id: &m.correlation_id,
+            actor: &m.actor,
+            recorded_at: &time_text(&recorded_at),
+            payload: &payload,
+            metadata: &metadata,
+        });
+        SealedEvent {
+            event_id,
+            sequence,
+            event_type,
+            event_version,
+            payload,
+            metadata,
+            recorded_at,
+            hash,
+            correlation_id: m.correlation_id.clone(),
+            actor: m.actor.clone(),
+        }
+    }
 }
 
 impl StoredEvent {
@@ -186,16 +280,20 @@ impl StoredEvent {
 
     /// Recompute this event's hash given its predecessor's.
     pub fn recompute_hash(&self, prev_hash: &str) -> String {
-        event_hash(
+        event_hash(&Hashed {
             prev_hash,
-            &self.aggregate_type,
-            &self.aggregate_id,
-            self.sequence,
-            &self.event_type,
-            self.event_version,
-            &self.payload,
-            &self.metadata,
-        )
+            aggregate_type: &self.aggregate_type,
+            aggregate_id: &self.aggregate_id,
+            sequence: self.sequence,
+            event_type: &self.event_type,
+            event_version: self.event_version,
+            event_id: &self.event_id,
+            correlation_id: &self.correlation_id,
+            actor: &self.actor,
+            recorded_at: &time_text(&self.recorded_at),
+            payload: &self.payload,
+            metadata: &self.metadata,
+        })
     }
 }
 
@@ -221,8 +319,14 @@ pub struct EventView {
 impl StoredEvent {
     pub fn view(&self) -> Result<EventView, StoreError> {
         let (event_version, payload) = self.current_payload()?;
-        let metadata = serde_json::from_str(&self.metadata)
-            .map_err(|e| StoreError::Corrupt(format!("event {}: {e}", self.global_position)))?;
+        let metadata = full_metadata(
+            &self.metadata,
+            &self.event_id,
+            &self.correlation_id,
+            &self.actor,
+            &self.recorded_at,
+        )
+        .map_err(|e| StoreError::Corrupt(format!("event {}: {e}", self.global_position)))?;
         Ok(EventView {
             global_position: self.global_position,
             aggregate_type: self.aggregate_type.clone(),

@@ -427,7 +427,7 @@ fn db_err(e: sqlx::Error) -> StoreError {
 }
 
 const EVENT_COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequence, event_type, \
-     event_version, event_id, payload, metadata, hash, recorded_at";
+     event_version, event_id, payload, metadata, correlation_id, actor, hash, recorded_at";
 
 /// Text of a column. Columns with a `_bin` collation (ids must be case-sensitive)
 /// are reported with the binary flag, which sqlx will not decode as `String`; read
@@ -452,6 +452,8 @@ fn event_from_row(r: &MySqlRow) -> Result<StoredEvent, sqlx::Error> {
         event_id: text(r, "event_id")?,
         payload: text(r, "payload")?,
         metadata: text(r, "metadata")?,
+        correlation_id: text(r, "correlation_id")?,
+        actor: text(r, "actor")?,
         hash: text(r, "hash")?,
         recorded_at: recorded.and_utc(),
     })

@@ -202,7 +202,7 @@ fn unique_or(e: sqlx::Error, f: impl FnOnce(String) -> StoreError) -> StoreError
 }
 
 const EVENT_COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequence, event_type, \
-     event_version, event_id, payload, metadata, hash, recorded_at";
+     event_version, event_id, payload, metadata, correlation_id, actor, hash, recorded_at";
 
 fn event_from_row(r: &SqliteRow) -> Result<StoredEvent, StoreError> {
     let get = |e: sqlx::Error| db_err(e);
@@ -217,6 +217,8 @@ fn event_from_row(r: &SqliteRow) -> Result<StoredEvent, StoreError> {
         event_id: r.try_get("event_id").map_err(get)?,
         payload: r.try_get("payload").map_err(get)?,
         metadata: r.try_get("metadata").map_err(get)?,
+        correlation_id: r.try_get("correlation_id").map_err(get)?,
+        actor: r.try_get("actor").map_err(get)?,
         hash: r.try_get("hash").map_err(get)?,
         recorded_at: parse_time(&recorded)?,
     })
