@@ -1,11 +1,12 @@
 //! MariaDB/MySQL backend.
 //!
 //! An append is ONE round trip: a multi-statement text query
-//! `BEGIN; lock event_sequence; guard; INSERT events…; INSERT ledger_refs…; …; COMMIT`.
-//! Values are written as hex literals (`_utf8mb4 x'…'`) so no input can change the
-//! statement, whatever the SQL mode. Global positions are `@fl_base + n`, where
-//! `@fl_base` is read from the single `event_sequence` row by the UPDATE that locks it; the lock
-//! is held to COMMIT, so appends commit in position order (R-ES-4).
+//! `BEGIN; UPDATE event_sequence (lock, guard, reserve); INSERT command_log…;
+//! INSERT events…; [snapshots]; COMMIT`. Values are written as hex literals
+//! (`_utf8mb4 x'…'`) so no input can change the statement, whatever the SQL mode.
+//! Global positions are `@fl_base + n`, where `@fl_base` is read from the single
+//! `event_sequence` row by the UPDATE that locks it; the lock is held to COMMIT, so
+//! appends commit in position order (R-ES-4).
 //!
 //! When a statement fails the server stops there; the statement's index tells which
 //! part of the unit failed (stream conflict, duplicate ledger ref, duplicate key), and
