@@ -2,8 +2,8 @@
 //!
 //! An append is ONE round trip: a multi-statement text query
 //! `BEGIN; UPDATE event_sequence (lock, guard, reserve); INSERT command_log…;
-//! INSERT events…; [snapshots]; COMMIT`. Values are written as hex literals
-//! (`_utf8mb4 x'…'`) so no input can change the statement, whatever the SQL mode.
+//! INSERT events…; [snapshots]; COMMIT`. Values are escaped literals under a SQL mode
+//! the connection sets itself (see `lit`), so no input can change the statement.
 //! Global positions are `@fl_base + n`, where `@fl_base` is read from the single
 //! `event_sequence` row by the UPDATE that locks it; the lock is held to COMMIT, so
 //! appends commit in position order (R-ES-4).
@@ -53,7 +53,9 @@ impl MysqlStore {
             .after_connect(|conn, _| {
                 Box::pin(async move {
                     // Strict mode is load-bearing: the append guard relies on a NULL
-                    // into a NOT NULL column being an error, never a silent 0.
+                    // into a NOT NULL column being an error, never a silent 0. And
+                    // NO_BACKSLASH_ESCAPES must stay off: `lit` escapes with
+                    // backslashes.
                     sqlx::Executor::execute(
                         &mut *conn,
                         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,\
@@ -310,10 +312,26 @@ const INSERT_EVENTS: &str = "INSERT INTO events (global_position, aggregate_type
 /// position): right after BEGIN.
 const RESERVE_STATEMENT: usize = 1;
 
-/// A string as a hex literal in the connection's utf8mb4 character set: immune to
-/// quoting and to the SQL mode.
+/// A string as a quoted SQL literal. Safe because every connection sets its SQL mode
+/// without `NO_BACKSLASH_ESCAPES` (see `connect`) and talks utf8mb4, where no byte of
+/// a multi-byte character can be a quote or a backslash. (Hex literals were as safe
+/// but twice as long; the server parses these measurably faster.)
 fn lit(s: &str) -> String {
-    format!("_utf8mb4 x'{}'", hex::encode(s.as_bytes()))
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\0' => out.push_str("\\0"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\u{1a}' => out.push_str("\\Z"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
 }
 
 fn time_lit(t: &DateTime<Utc>) -> String {
