@@ -143,10 +143,6 @@ where
         Self { inner, queue }
     }
 
-    pub fn store(&self) -> &DynStore {
-        &self.inner.store
-    }
-
     /// Execute one command: decide on current state and append durably.
     #[tracing::instrument(skip_all, fields(aggregate = A::TYPE, id = %env.aggregate_id))]
     pub async fn execute(

@@ -8,7 +8,7 @@ mod wallets;
 
 pub use problem::{Problem, ProblemBody};
 
-use crate::auth::{KeyStore, Principal, Role};
+use crate::auth::{KeyStore, Principal};
 use crate::bus::CommandBus;
 use crate::store::{DynStore, Metadata};
 use axum::extract::{FromRequestParts, MatchedPath, Request};
@@ -109,17 +109,6 @@ impl Caller {
         } else {
             Err(Problem::forbidden(&format!(
                 "role {} may read but not send commands",
-                self.principal.role
-            )))
-        }
-    }
-
-    pub fn require_role(&self, roles: &[Role]) -> Result<(), Problem> {
-        if roles.contains(&self.principal.role) {
-            Ok(())
-        } else {
-            Err(Problem::forbidden(&format!(
-                "role {} may not do this",
                 self.principal.role
             )))
         }
