@@ -3,6 +3,7 @@
 pub mod api;
 pub mod auth;
 pub mod bus;
+pub mod projection;
 pub mod server;
 pub mod store;
 pub mod telemetry;

@@ -484,6 +484,7 @@ pub async fn connect(url: &str) -> anyhow::Result<DynStore> {
 pub struct Database {
     pub store: DynStore,
     pub keys: crate::auth::KeyStore,
+    pub projections: crate::projection::ProjectionDb,
 }
 
 /// Open a database URL, run migrations, and hand out its parts.
@@ -492,16 +493,20 @@ pub async fn open(url: &str) -> anyhow::Result<Database> {
         let url = url.replacen("mariadb://", "mysql://", 1);
         let s = mysql::MysqlStore::connect(&url).await?;
         let keys = crate::auth::KeyStore::Mysql(s.pool().clone());
+        let projections = crate::projection::ProjectionDb::Mysql(s.pool().clone());
         Ok(Database {
             store: Arc::new(s),
             keys,
+            projections,
         })
     } else if url.starts_with("sqlite:") {
         let s = sqlite::SqliteStore::connect(url).await?;
         let keys = crate::auth::KeyStore::Sqlite(s.pool().clone());
+        let projections = crate::projection::ProjectionDb::Sqlite(s.pool().clone());
         Ok(Database {
             store: Arc::new(s),
             keys,
+            projections,
         })
     } else {
         anyhow::bail!("database URL must start with mysql:// or sqlite:, got {url:?}")
