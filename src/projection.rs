@@ -118,6 +118,38 @@ macro_rules! apply_rows {
                     .execute(&mut *$tx)
                     .await?;
                 }
+                WalletRow::Blocked {
+                    wallet_id,
+                    ref_type,
+                    ref_id,
+                    reason,
+                } => {
+                    sqlx::query(
+                        "INSERT INTO wallet_blocks (wallet_id, ref_type, ref_id, reason) \
+                         VALUES (?, ?, ?, ?)",
+                    )
+                    .bind(wallet_id)
+                    .bind(ref_type)
+                    .bind(ref_id)
+                    .bind(reason)
+                    .execute(&mut *$tx)
+                    .await?;
+                }
+                WalletRow::Unblocked {
+                    wallet_id,
+                    ref_type,
+                    ref_id,
+                } => {
+                    sqlx::query(
+                        "DELETE FROM wallet_blocks WHERE wallet_id = ? AND ref_type = ? \
+                         AND ref_id = ?",
+                    )
+                    .bind(wallet_id)
+                    .bind(ref_type)
+                    .bind(ref_id)
+                    .execute(&mut *$tx)
+                    .await?;
+                }
                 WalletRow::Ledger(LedgerRow {
                     wallet_id,
                     sequence,
@@ -248,4 +280,330 @@ pub async fn catch_up_wallet(store: &DynStore, db: &ProjectionDb) -> Result<u64,
         applied += events.len() as u64;
         position = last;
     }
+}
+
+/// How often an idle runner looks for new events (the "within 100 ms" budget).
+pub const POLL_IDLE_MS: u64 = 10;
+/// Longest pause between retries of a failing projector.
+pub const RETRY_BACKOFF_MS_MAX: u64 = 5_000;
+/// Longest a read with `min_position` waits for the projection to get there.
+pub const MIN_POSITION_WAIT_MS_MAX: u64 = 2_000;
+
+/// What a projector is doing, for `/v1/projections` and `/metrics`.
+#[derive(Debug, Clone, Default, serde::Serialize, utoipa::ToSchema)]
+pub struct ProjectionStatus {
+    pub name: String,
+    pub version: i32,
+    /// Global position of the last event applied.
+    pub position: i64,
+    /// Global position of the last event in the log when last looked.
+    pub head: i64,
+    pub lag_events: i64,
+    /// Age of the oldest event not yet applied, in milliseconds (0 when caught up).
+    pub lag_ms: i64,
+    /// The error that stopped the projector at `error_position`, until it recovers.
+    pub last_error: Option<String>,
+    pub error_position: Option<i64>,
+    /// Consecutive failed attempts.
+    pub retries: u64,
+}
+
+pub type SharedStatus = std::sync::Arc<std::sync::Mutex<ProjectionStatus>>;
+
+fn lock(s: &SharedStatus) -> std::sync::MutexGuard<'_, ProjectionStatus> {
+    // Status is plain data written whole; a poisoned lock still holds a usable value.
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Run the wallet projection continuously: catch up, then poll; on failure stop at
+/// the failing event, report it and retry with backoff (never skipping it).
+pub fn spawn_wallet(store: DynStore, db: ProjectionDb) -> SharedStatus {
+    let status: SharedStatus = std::sync::Arc::new(std::sync::Mutex::new(ProjectionStatus {
+        name: wallet::NAME.to_owned(),
+        version: wallet::VERSION,
+        ..Default::default()
+    }));
+    let shared = status.clone();
+    tokio::spawn(async move {
+        let mut backoff_ms = 0u64;
+        loop {
+            match catch_up_wallet(&store, &db).await {
+                Ok(_) | Err(RunnerError::CheckpointMoved(_)) => {
+                    backoff_ms = 0;
+                    let mut s = lock(&shared);
+                    s.last_error = None;
+                    s.error_position = None;
+                    s.retries = 0;
+                }
+                Err(e) => {
+                    backoff_ms = (backoff_ms * 2).clamp(50, RETRY_BACKOFF_MS_MAX);
+                    tracing::error!(projection = wallet::NAME, error = %e, "projection stopped at a failing event");
+                    let mut s = lock(&shared);
+                    s.error_position = match &e {
+                        RunnerError::Projection(p) => Some(p.global_position),
+                        _ => None,
+                    };
+                    s.last_error = Some(e.to_string());
+                    s.retries += 1;
+                }
+            }
+            refresh(&store, &db, &shared).await;
+            let pause = if backoff_ms > 0 {
+                backoff_ms
+            } else {
+                POLL_IDLE_MS
+            };
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        }
+    });
+    status
+}
+
+async fn refresh(store: &DynStore, db: &ProjectionDb, status: &SharedStatus) {
+    let (Ok(position), Ok(head)) = (
+        db.checkpoint(wallet::NAME, wallet::VERSION).await,
+        store.head_position().await,
+    ) else {
+        return;
+    };
+    let lag_ms = if position < head {
+        match store.read_positions(position + 1, position + 1).await {
+            Ok(events) => events
+                .first()
+                .map(|e| {
+                    (chrono::Utc::now() - e.recorded_at)
+                        .num_milliseconds()
+                        .max(0)
+                })
+                .unwrap_or(0),
+            Err(_) => 0,
+        }
+    } else {
+        0
+    };
+    let mut s = lock(status);
+    s.position = position;
+    s.head = head;
+    s.lag_events = head - position;
+    s.lag_ms = lag_ms;
+    let labels = [("projection", wallet::NAME)];
+    metrics::gauge!("factledger_projection_position", &labels).set(position as f64);
+    metrics::gauge!("factledger_projection_lag_events", &labels).set((head - position) as f64);
+    metrics::gauge!("factledger_projection_lag_seconds", &labels).set(lag_ms as f64 / 1000.0);
+}
+
+/// A wallet as the projection shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalletBalance {
+    pub user_id: String,
+    pub currency: String,
+    pub pending_minor: i64,
+    pub available_minor: i64,
+    pub frozen_minor: i64,
+    pub risk_hold_minor: i64,
+    pub version: i64,
+    /// `(ref_type, ref_id, reason)` of each active withdrawal block.
+    pub blocks: Vec<(String, String, Option<String>)>,
+}
+
+/// A ledger row as the projection shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct LedgerEntry {
+    pub sequence: i64,
+    pub global_position: i64,
+    pub ref_type: String,
+    pub ref_id: String,
+    pub entry_type: String,
+    pub amount_minor: i64,
+    pub delta_pending_minor: i64,
+    pub delta_available_minor: i64,
+    pub delta_frozen_minor: i64,
+    pub delta_risk_hold_minor: i64,
+    pub after_pending_minor: i64,
+    pub after_available_minor: i64,
+    pub after_frozen_minor: i64,
+    pub after_risk_hold_minor: i64,
+    pub recorded_at: String,
+}
+
+type BalanceRow = (String, String, i64, i64, i64, i64, i64);
+type LedgerTuple = (
+    i64,
+    i64,
+    String,
+    String,
+    String,
+    i64,
+    (i64, i64, i64, i64),
+    (i64, i64, i64, i64),
+    String,
+);
+
+impl ProjectionDb {
+    /// Wait (bounded) until the wallet projection has applied `min_position`; returns
+    /// the position it reflects, or `Err(position)` if it did not get there in time.
+    pub async fn wait_for(&self, min_position: i64) -> Result<i64, RunnerError> {
+        let deadline =
+            std::time::Instant::now() + std::time::Duration::from_millis(MIN_POSITION_WAIT_MS_MAX);
+        loop {
+            let position = self.checkpoint(wallet::NAME, wallet::VERSION).await?;
+            if position >= min_position || std::time::Instant::now() >= deadline {
+                return Ok(position);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+
+    pub async fn wallet(&self, wallet_id: &str) -> Result<Option<WalletBalance>, RunnerError> {
+        let balance = "SELECT user_id, currency, pending_minor, available_minor, frozen_minor, \
+                       risk_hold_minor, version FROM wallet_balances WHERE wallet_id = ?";
+        let blocks = "SELECT ref_type, ref_id, reason FROM wallet_blocks WHERE wallet_id = ? \
+                      ORDER BY ref_type, ref_id";
+        type Block = (String, String, Option<String>);
+        let (row, blocks): (Option<BalanceRow>, Vec<Block>) = match self {
+            ProjectionDb::Mysql(p) => (
+                fetch_balance_mysql(p, balance, wallet_id).await?,
+                fetch_blocks_mysql(p, blocks, wallet_id).await?,
+            ),
+            ProjectionDb::Sqlite(p) => (
+                sqlx::query_as(balance)
+                    .bind(wallet_id)
+                    .fetch_optional(p)
+                    .await?,
+                sqlx::query_as(blocks).bind(wallet_id).fetch_all(p).await?,
+            ),
+        };
+        Ok(row.map(|r| WalletBalance {
+            user_id: r.0,
+            currency: r.1,
+            pending_minor: r.2,
+            available_minor: r.3,
+            frozen_minor: r.4,
+            risk_hold_minor: r.5,
+            version: r.6,
+            blocks,
+        }))
+    }
+
+    /// Ledger rows of a wallet with `sequence > after_sequence`, at most `limit`.
+    pub async fn ledger(
+        &self,
+        wallet_id: &str,
+        after_sequence: i64,
+        limit: i64,
+    ) -> Result<Vec<LedgerEntry>, RunnerError> {
+        use sqlx::Row;
+        let sql = "SELECT sequence, global_position, ref_type, ref_id, entry_type, amount_minor, \
+                   delta_pending_minor, delta_available_minor, delta_frozen_minor, \
+                   delta_risk_hold_minor, after_pending_minor, after_available_minor, \
+                   after_frozen_minor, after_risk_hold_minor, recorded_at FROM wallet_ledger \
+                   WHERE wallet_id = ? AND sequence > ? ORDER BY sequence LIMIT ?";
+        macro_rules! rows {
+            ($p:expr, $text:expr) => {{
+                sqlx::query(sql)
+                    .bind(wallet_id)
+                    .bind(after_sequence)
+                    .bind(limit)
+                    .fetch_all($p)
+                    .await?
+                    .iter()
+                    .map(|r| -> Result<LedgerTuple, sqlx::Error> {
+                        Ok((
+                            r.try_get(0)?,
+                            r.try_get(1)?,
+                            $text(r, 2)?,
+                            $text(r, 3)?,
+                            $text(r, 4)?,
+                            r.try_get(5)?,
+                            (r.try_get(6)?, r.try_get(7)?, r.try_get(8)?, r.try_get(9)?),
+                            (
+                                r.try_get(10)?,
+                                r.try_get(11)?,
+                                r.try_get(12)?,
+                                r.try_get(13)?,
+                            ),
+                            $text(r, 14)?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>, sqlx::Error>>()?
+            }};
+        }
+        let tuples: Vec<LedgerTuple> = match self {
+            ProjectionDb::Mysql(p) => rows!(p, bin_text),
+            ProjectionDb::Sqlite(p) => rows!(p, |r: &sqlx::sqlite::SqliteRow, i: usize| r
+                .try_get::<String, _>(i)),
+        };
+        Ok(tuples
+            .into_iter()
+            .map(|t| LedgerEntry {
+                sequence: t.0,
+                global_position: t.1,
+                ref_type: t.2,
+                ref_id: t.3,
+                entry_type: t.4,
+                amount_minor: t.5,
+                delta_pending_minor: t.6 .0,
+                delta_available_minor: t.6 .1,
+                delta_frozen_minor: t.6 .2,
+                delta_risk_hold_minor: t.6 .3,
+                after_pending_minor: t.7 .0,
+                after_available_minor: t.7 .1,
+                after_frozen_minor: t.7 .2,
+                after_risk_hold_minor: t.7 .3,
+                recorded_at: t.8,
+            })
+            .collect())
+    }
+}
+
+/// Text of a MySQL column with a `_bin` collation (reported as binary by sqlx).
+fn bin_text(r: &sqlx::mysql::MySqlRow, i: usize) -> Result<String, sqlx::Error> {
+    use sqlx::Row;
+    let bytes: Vec<u8> = r.try_get(i)?;
+    String::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
+        index: i.to_string(),
+        source: Box::new(e),
+    })
+}
+
+async fn fetch_balance_mysql(
+    p: &MySqlPool,
+    sql: &str,
+    wallet_id: &str,
+) -> Result<Option<BalanceRow>, sqlx::Error> {
+    use sqlx::Row;
+    let Some(r) = sqlx::query(sql).bind(wallet_id).fetch_optional(p).await? else {
+        return Ok(None);
+    };
+    Ok(Some((
+        bin_text(&r, 0)?,
+        bin_text(&r, 1)?,
+        r.try_get(2)?,
+        r.try_get(3)?,
+        r.try_get(4)?,
+        r.try_get(5)?,
+        r.try_get(6)?,
+    )))
+}
+
+async fn fetch_blocks_mysql(
+    p: &MySqlPool,
+    sql: &str,
+    wallet_id: &str,
+) -> Result<Vec<(String, String, Option<String>)>, sqlx::Error> {
+    use sqlx::Row;
+    sqlx::query(sql)
+        .bind(wallet_id)
+        .fetch_all(p)
+        .await?
+        .iter()
+        .map(|r| {
+            let reason: Option<Vec<u8>> = r.try_get(2)?;
+            Ok((
+                bin_text(r, 0)?,
+                bin_text(r, 1)?,
+                reason.map(|b| String::from_utf8_lossy(&b).into_owned()),
+            ))
+        })
+        .collect()
 }

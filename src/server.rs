@@ -41,8 +41,12 @@ pub async fn start(
     let metrics = metrics_handle();
     let db = crate::store::open(database_url).await?;
     let admin_key = crate::auth::bootstrap_admin(&db.keys, key_dir).await?;
+    let projection_status =
+        crate::projection::spawn_wallet(db.store.clone(), db.projections.clone());
     let state = AppState {
         wallets: CommandBus::start(db.store.clone()),
+        projections: db.projections,
+        projection_status,
         store: db.store,
         keys: db.keys,
         config: Arc::new(ServiceConfig {

@@ -45,3 +45,11 @@ CREATE TABLE wallet_ledger (
     recorded_at VARCHAR(32) NOT NULL,
     PRIMARY KEY (wallet_id, sequence)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+CREATE TABLE wallet_blocks (
+    wallet_id VARCHAR(128) NOT NULL,
+    ref_type VARCHAR(128) NOT NULL,
+    ref_id VARCHAR(128) NOT NULL,
+    reason TEXT NULL,
+    PRIMARY KEY (wallet_id, ref_type, ref_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

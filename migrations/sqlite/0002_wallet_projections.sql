@@ -44,3 +44,11 @@ CREATE TABLE wallet_ledger (
     recorded_at TEXT NOT NULL,
     PRIMARY KEY (wallet_id, sequence)
 );
+
+CREATE TABLE wallet_blocks (
+    wallet_id TEXT NOT NULL,
+    ref_type TEXT NOT NULL,
+    ref_id TEXT NOT NULL,
+    reason TEXT NULL,
+    PRIMARY KEY (wallet_id, ref_type, ref_id)
+);

@@ -53,6 +53,19 @@ pub enum WalletRow {
     },
     /// Append a ledger row.
     Ledger(LedgerRow),
+    /// A withdrawal block was placed (the version moves too: see `Version`).
+    Blocked {
+        wallet_id: String,
+        ref_type: String,
+        ref_id: String,
+        reason: Option<String>,
+    },
+    /// A withdrawal block was lifted.
+    Unblocked {
+        wallet_id: String,
+        ref_type: String,
+        ref_id: String,
+    },
 }
 
 /// The row changes one event makes. Events of other aggregates make none.
@@ -91,20 +104,42 @@ pub fn project(e: &ProjectedEvent) -> Result<Vec<WalletRow>, ProjectionError> {
             }),
         ]);
     }
-    Ok(vec![match event {
-        WalletEvent::WalletOpened { user_id, currency } => WalletRow::Opened {
+    let touched = WalletRow::Version {
+        wallet_id: wallet_id.clone(),
+        version,
+        last_position,
+    };
+    Ok(match event {
+        WalletEvent::WalletOpened { user_id, currency } => vec![WalletRow::Opened {
             wallet_id,
             user_id,
             currency: currency.to_string(),
             version,
             last_position,
-        },
-        _ => WalletRow::Version {
-            wallet_id,
-            version,
-            last_position,
-        },
-    }])
+        }],
+        WalletEvent::WithdrawalsBlocked {
+            ref_type,
+            ref_id,
+            reason,
+        } => vec![
+            touched,
+            WalletRow::Blocked {
+                wallet_id,
+                ref_type,
+                ref_id,
+                reason,
+            },
+        ],
+        WalletEvent::WithdrawalsUnblocked { ref_type, ref_id } => vec![
+            touched,
+            WalletRow::Unblocked {
+                wallet_id,
+                ref_type,
+                ref_id,
+            },
+        ],
+        _ => vec![touched],
+    })
 }
 
 #[cfg(test)]
@@ -196,16 +231,34 @@ mod tests {
     }
 
     #[test]
-    fn a_withdrawal_block_only_moves_the_version() {
+    fn a_withdrawal_block_moves_the_version_and_records_the_block() {
         let p = json!({"type": "WithdrawalsBlocked", "ref_type": "RISK", "ref_id": "r-1"});
         let rows = project(&event("wallet", 4, "WithdrawalsBlocked", &p)).unwrap();
         assert_eq!(
             rows,
-            vec![WalletRow::Version {
+            vec![
+                WalletRow::Version {
+                    wallet_id: "w-1".into(),
+                    version: 4,
+                    last_position: 104,
+                },
+                WalletRow::Blocked {
+                    wallet_id: "w-1".into(),
+                    ref_type: "RISK".into(),
+                    ref_id: "r-1".into(),
+                    reason: None,
+                }
+            ]
+        );
+        let p = json!({"type": "WithdrawalsUnblocked", "ref_type": "RISK", "ref_id": "r-1"});
+        let rows = project(&event("wallet", 5, "WithdrawalsUnblocked", &p)).unwrap();
+        assert_eq!(
+            rows[1],
+            WalletRow::Unblocked {
                 wallet_id: "w-1".into(),
-                version: 4,
-                last_position: 104,
-            }]
+                ref_type: "RISK".into(),
+                ref_id: "r-1".into(),
+            }
         );
     }
 

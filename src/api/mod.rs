@@ -39,6 +39,8 @@ pub struct ServiceConfig {
 #[derive(Clone)]
 pub struct AppState {
     pub store: DynStore,
+    pub projections: crate::projection::ProjectionDb,
+    pub projection_status: crate::projection::SharedStatus,
     pub keys: KeyStore,
     pub wallets: CommandBus<Wallet>,
     pub config: Arc<ServiceConfig>,
@@ -51,6 +53,8 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(system::metrics))
         .route("/openapi.json", get(system::openapi))
         .route("/v1/wallets/{wallet_id}", get(wallets::get_wallet))
+        .route("/v1/wallets/{wallet_id}/ledger", get(wallets::get_ledger))
+        .route("/v1/projections", get(system::projections))
         .route(
             "/v1/wallets/{wallet_id}/commands",
             post(wallets::post_command),

@@ -14,6 +14,8 @@ use utoipa::OpenApi;
         super::wallets::post_command,
         super::wallets::get_wallet,
         super::streams::get_events,
+        super::wallets::get_ledger,
+        projections,
         health
     ),
     components(schemas(
@@ -22,7 +24,10 @@ use utoipa::OpenApi;
         super::wallets::CommandResponse,
         super::wallets::WalletView,
         super::wallets::BlockView,
-        super::streams::EventsPage
+        super::streams::EventsPage,
+        super::wallets::LedgerPage,
+        crate::projection::LedgerEntry,
+        crate::projection::ProjectionStatus
     )),
     modifiers(&BearerAuth)
 )]
@@ -50,6 +55,20 @@ pub async fn health(State(state): State<AppState>) -> Result<impl IntoResponse, 
         "database": state.store.backend(),
         "head_position": head,
     })))
+}
+
+/// Each projector's position, lag and last error.
+#[utoipa::path(get, path = "/v1/projections", responses((status = 200, body = [crate::projection::ProjectionStatus])), security(("bearer" = [])))]
+pub async fn projections(
+    State(state): State<AppState>,
+    _caller: super::Caller,
+) -> Json<Vec<crate::projection::ProjectionStatus>> {
+    let s = state
+        .projection_status
+        .lock()
+        .map(|s| s.clone())
+        .unwrap_or_else(|p| p.into_inner().clone());
+    Json(vec![s])
 }
 
 /// Prometheus text exposition (no authentication, like most scrapers expect).

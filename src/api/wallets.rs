@@ -46,6 +46,8 @@ pub struct WalletView {
     pub version: i64,
     pub withdrawals_blocked: bool,
     pub withdrawal_blocks: Vec<BlockView>,
+    /// Global position the projection reflects.
+    pub position: i64,
 }
 
 pub(super) fn parse_id(field: &str, raw: &str) -> Result<BoundedId, Problem> {
@@ -158,12 +160,60 @@ pub async fn post_command(
     Ok(response)
 }
 
-/// A wallet's balances, version and withdrawal blocks.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadQuery {
+    /// Wait (bounded) until the projection has applied this global position, e.g. the
+    /// `position` a command returned: read-your-writes.
+    min_position: Option<i64>,
+    /// Ledger only: the last `sequence` of the previous page.
+    cursor: Option<i64>,
+    /// Ledger only: 1..=1000, default 100.
+    limit: Option<i64>,
+}
+
+/// Wait for `min_position` if asked; returns the position the projection reflects.
+async fn reflected(state: &AppState, min_position: Option<i64>) -> Result<i64, Problem> {
+    let wanted = min_position.unwrap_or(0);
+    if wanted < 0 {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "min_position",
+            "must not be negative",
+        ));
+    }
+    let position = state
+        .projections
+        .wait_for(wanted)
+        .await
+        .map_err(|e| Problem::internal(e.to_string()))?;
+    if position < wanted {
+        return Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "PROJECTION_BEHIND",
+            format!("the wallet projection is at position {position}, not yet at {wanted}; retry"),
+        )
+        .field("min_position"));
+    }
+    Ok(position)
+}
+
+fn read_query(
+    q: Result<axum::extract::Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<ReadQuery, Problem> {
+    q.map(|axum::extract::Query(q)| q)
+        .map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))
+}
+
+/// A wallet's balances, version and withdrawal blocks, from the `wallet_balances`
+/// projection, with the global position it reflects.
 #[utoipa::path(
     get,
     path = "/v1/wallets/{wallet_id}",
-    params(("wallet_id" = String, Path, description = "Wallet id")),
-    responses((status = 200, body = WalletView), (status = 404, body = ProblemBody)),
+    params(("wallet_id" = String, Path, description = "Wallet id"),
+           ("min_position" = Option<i64>, Query, description = "wait until the projection has applied this position")),
+    responses((status = 200, body = WalletView), (status = 404, body = ProblemBody),
+              (status = 503, body = ProblemBody)),
     security(("bearer" = []))
 )]
 #[tracing::instrument(skip_all, fields(wallet_id = %wallet_id, actor = %caller.principal.actor()))]
@@ -171,35 +221,100 @@ pub async fn get_wallet(
     State(state): State<AppState>,
     caller: Caller,
     Path(wallet_id): Path<String>,
+    query: Result<axum::extract::Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<WalletView>, Problem> {
+    let q = read_query(query)?;
     let wallet_id = parse_id("wallet_id", &wallet_id)?;
-    let loaded = state
-        .wallets
-        .state(wallet_id.as_str())
+    let position = reflected(&state, q.min_position).await?;
+    let w = state
+        .projections
+        .wallet(wallet_id.as_str())
         .await
-        .map_err(Problem::from)?;
-    let w = loaded.state;
-    if !w.opened {
-        return Err(WalletError::NotFound.into());
-    }
+        .map_err(|e| Problem::internal(e.to_string()))?
+        .ok_or_else(|| Problem::from(WalletError::NotFound))?;
     Ok(Json(WalletView {
         wallet_id: wallet_id.as_str().to_owned(),
         user_id: w.user_id,
-        currency: w.currency.to_string(),
-        pending_minor: w.balances.pending_minor,
-        available_minor: w.balances.available_minor,
-        frozen_minor: w.balances.frozen_minor,
-        risk_hold_minor: w.balances.risk_hold_minor,
-        version: loaded.version,
-        withdrawals_blocked: !w.withdrawal_blocks.is_empty(),
+        currency: w.currency,
+        pending_minor: w.pending_minor,
+        available_minor: w.available_minor,
+        frozen_minor: w.frozen_minor,
+        risk_hold_minor: w.risk_hold_minor,
+        version: w.version,
+        withdrawals_blocked: !w.blocks.is_empty(),
         withdrawal_blocks: w
-            .withdrawal_blocks
-            .into_values()
-            .map(|b| BlockView {
-                ref_type: b.ref_type,
-                ref_id: b.ref_id,
-                reason: b.reason,
+            .blocks
+            .into_iter()
+            .map(|(ref_type, ref_id, reason)| BlockView {
+                ref_type,
+                ref_id,
+                reason,
             })
             .collect(),
+        position,
+    }))
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct LedgerPage {
+    pub wallet_id: String,
+    pub entries: Vec<crate::projection::LedgerEntry>,
+    /// `cursor` for the next page, or null at the end.
+    pub next_cursor: Option<i64>,
+    /// Global position the projection reflects.
+    pub position: i64,
+}
+
+/// A wallet's ledger (one row per money movement) from the `wallet_ledger` projection.
+#[utoipa::path(
+    get,
+    path = "/v1/wallets/{wallet_id}/ledger",
+    params(("wallet_id" = String, Path, description = "Wallet id"),
+           ("cursor" = Option<i64>, Query, description = "last sequence of the previous page"),
+           ("limit" = Option<i64>, Query, description = "1..=1000, default 100"),
+           ("min_position" = Option<i64>, Query, description = "wait until the projection has applied this position")),
+    responses((status = 200, body = LedgerPage), (status = 422, body = ProblemBody),
+              (status = 503, body = ProblemBody)),
+    security(("bearer" = []))
+)]
+#[tracing::instrument(skip_all, fields(wallet_id = %wallet_id, actor = %caller.principal.actor()))]
+pub async fn get_ledger(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(wallet_id): Path<String>,
+    query: Result<axum::extract::Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<LedgerPage>, Problem> {
+    let q = read_query(query)?;
+    let wallet_id = parse_id("wallet_id", &wallet_id)?;
+    let cursor = q.cursor.unwrap_or(0);
+    if cursor < 0 {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "cursor",
+            "must not be negative",
+        ));
+    }
+    let limit = q.limit.unwrap_or(super::streams::PAGE_EVENTS_DEFAULT);
+    if !(1..=crate::store::READ_LIMIT_MAX).contains(&limit) {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "limit",
+            format!("must be between 1 and {}", crate::store::READ_LIMIT_MAX),
+        ));
+    }
+    let position = reflected(&state, q.min_position).await?;
+    let entries = state
+        .projections
+        .ledger(wallet_id.as_str(), cursor, limit)
+        .await
+        .map_err(|e| Problem::internal(e.to_string()))?;
+    let next_cursor = (entries.len() as i64 == limit)
+        .then(|| entries.last().map(|e| e.sequence))
+        .flatten();
+    Ok(Json(LedgerPage {
+        wallet_id: wallet_id.as_str().to_owned(),
+        entries,
+        next_cursor,
+        position,
     }))
 }
