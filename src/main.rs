@@ -29,6 +29,8 @@ enum Command {
     },
     /// Apply pending migrations and exit.
     Migrate,
+    /// Bring every projection up to the head of the log once, then exit.
+    CatchUp,
     /// Print the events of one stream as JSON lines.
     Events {
         aggregate_type: String,
@@ -101,6 +103,24 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 "migrated {} database; head position {}",
                 db.store.backend(),
                 db.store.head_position().await?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::CatchUp => {
+            let db = store::open(&cli.database_url).await?;
+            let started = std::time::Instant::now();
+            let applied =
+                factledger::projection::catch_up_wallet(&db.store, &db.projections).await?;
+            let position = db
+                .projections
+                .checkpoint(
+                    factledger_projections::wallet::NAME,
+                    factledger_projections::wallet::VERSION,
+                )
+                .await?;
+            println!(
+                "wallet: applied {applied} events in {:.1} s, now at position {position}",
+                started.elapsed().as_secs_f64()
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -243,6 +243,22 @@ both_backends!(
 );
 
 both_backends!(
+    catch_up_brings_the_projections_to_the_head_once,
+    |db: TestDb| async move {
+        let dir = tempfile::tempdir().unwrap();
+        append(&db.store, "w-1", &wallet_history("c-1")).await;
+        append(&db.store, "w-2", &wallet_history("c-2")[..1]).await;
+        let head = db.store.head_position().await.unwrap();
+        let out = succeeded(&run(dir.path(), &db.url, &["catch-up"]));
+        assert!(out.contains(&format!("applied {head} events")), "{out}");
+        assert!(out.contains(&format!("position {head}")), "{out}");
+        // Nothing left to do the second time.
+        let again = succeeded(&run(dir.path(), &db.url, &["catch-up"]));
+        assert!(again.contains("applied 0 events"), "{again}");
+    }
+);
+
+both_backends!(
     verify_passes_clean_chains_and_names_the_first_tampered_event,
     |db: TestDb| async move {
         let dir = tempfile::tempdir().unwrap();
