@@ -1,6 +1,7 @@
 //! The HTTP API (axum, JSON). **Architecture invariant:** only this module knows about
 //! HTTP, headers and JSON request shapes; below it everything is typed commands.
 
+mod audit;
 mod problem;
 mod streams;
 mod system;
@@ -55,6 +56,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/wallets/{wallet_id}", get(wallets::get_wallet))
         .route("/v1/wallets/{wallet_id}/ledger", get(wallets::get_ledger))
         .route("/v1/projections", get(system::projections))
+        .route("/v1/audit/events", get(audit::events))
+        .route("/v1/audit/verify", post(audit::verify))
+        .route(
+            "/v1/streams/{aggregate_type}/{aggregate_id}/state",
+            get(audit::state_as_of),
+        )
         .route(
             "/v1/wallets/{wallet_id}/commands",
             post(wallets::post_command),

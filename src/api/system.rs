@@ -16,6 +16,9 @@ use utoipa::OpenApi;
         super::streams::get_events,
         super::wallets::get_ledger,
         projections,
+        super::audit::events,
+        super::audit::state_as_of,
+        super::audit::verify,
         health
     ),
     components(schemas(
@@ -27,7 +30,10 @@ use utoipa::OpenApi;
         super::streams::EventsPage,
         super::wallets::LedgerPage,
         crate::projection::LedgerEntry,
-        crate::projection::ProjectionStatus
+        crate::projection::ProjectionStatus,
+        super::audit::AuditPage,
+        super::audit::StateAsOf,
+        super::audit::VerifyRequest
     )),
     modifiers(&BearerAuth)
 )]

@@ -153,6 +153,34 @@ pub struct CommittedUnit {
     pub positions: Vec<i64>,
 }
 
+/// What an audit query selects on (each has its index on `events`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventFilter {
+    Correlation(String),
+    Actor(String),
+    /// Events of one type recorded in `[from, to)`.
+    TypeBetween {
+        event_type: String,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    },
+}
+
+impl EventFilter {
+    /// The WHERE clause (both backends) and its text parameters in order; the time
+    /// bounds of `TypeBetween` follow as the backend's time type.
+    fn clause(&self) -> (&'static str, &str) {
+        match self {
+            EventFilter::Correlation(c) => ("correlation_id = ?", c),
+            EventFilter::Actor(a) => ("actor = ?", a),
+            EventFilter::TypeBetween { event_type, .. } => (
+                "event_type = ? AND recorded_at >= ? AND recorded_at < ?",
+                event_type,
+            ),
+        }
+    }
+}
+
 /// An event as read back from the store.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredEvent {
@@ -361,7 +389,7 @@ pub struct IdempotencyRecord {
 }
 
 /// The first broken link of a hash chain (SPEC R-ES-8).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct BrokenLink {
     pub aggregate_type: String,
     pub aggregate_id: String,
@@ -372,7 +400,7 @@ pub struct BrokenLink {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct VerifyReport {
     pub streams_checked: u64,
     pub events_checked: u64,
@@ -438,6 +466,15 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// Events with positions in `[first, last]`.
     async fn read_positions(&self, first: i64, last: i64) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// Audit queries: events matching `filter` with `global_position > after`, in
+    /// global order, at most `limit`. Each filter is served by an index.
+    async fn find_events(
+        &self,
+        filter: &EventFilter,
+        after_position: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError>;
 
     /// The version (last sequence) and last hash of a stream; `(0, GENESIS)` if empty.
     async fn stream_head(

@@ -662,6 +662,30 @@ impl EventStore for MysqlStore {
         events_from_rows(rows)
     }
 
+    async fn find_events(
+        &self,
+        filter: &super::EventFilter,
+        after_position: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let (clause, text) = filter.clause();
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE {clause} AND global_position > ? \
+             ORDER BY global_position LIMIT ?"
+        );
+        let mut q = sqlx::query(&sql).bind(text);
+        if let super::EventFilter::TypeBetween { from, to, .. } = filter {
+            q = q.bind(from.naive_utc()).bind(to.naive_utc());
+        }
+        let rows = q
+            .bind(after_position)
+            .bind(limit.clamp(0, super::READ_LIMIT_MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        events_from_rows(rows)
+    }
+
     async fn stream_head(
         &self,
         aggregate_type: &str,

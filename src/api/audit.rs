@@ -1,0 +1,273 @@
+//! Audit reads (every role, auditors included): events by correlation, actor or type
+//! and time; any aggregate's state as of a position or a time; hash-chain verification.
+//! Nothing here writes.
+
+use super::wallets::parse_id;
+use super::{AppState, Caller, Problem, ProblemBody};
+use crate::store::{self, EventFilter, EventView, VerifyReport, READ_LIMIT_MAX};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use factledger_aggregates::wallet::{Wallet, WALLET_AGGREGATE_TYPE};
+use factledger_aggregates::Decide;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    correlation_id: Option<String>,
+    actor: Option<String>,
+    event_type: Option<String>,
+    /// With `event_type`: RFC 3339, inclusive.
+    from: Option<String>,
+    /// With `event_type`: RFC 3339, exclusive.
+    to: Option<String>,
+    /// Global position of the last event of the previous page.
+    after: Option<i64>,
+    limit: Option<i64>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AuditPage {
+    pub events: Vec<EventView>,
+    /// `after` for the next page, or null at the end.
+    pub next_after: Option<i64>,
+}
+
+fn time(field: &str, v: Option<&str>) -> Result<DateTime<Utc>, Problem> {
+    let v = v.ok_or_else(|| {
+        Problem::invalid(
+            "MISSING_FIELD",
+            field,
+            "required with event_type (RFC 3339)",
+        )
+    })?;
+    DateTime::parse_from_rfc3339(v)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| Problem::invalid("INVALID_FIELD", field, format!("not RFC 3339: {e}")))
+}
+
+fn selector(q: &EventsQuery) -> Result<EventFilter, Problem> {
+    let chosen = [&q.correlation_id, &q.actor, &q.event_type]
+        .iter()
+        .filter(|v| v.is_some())
+        .count();
+    if chosen != 1 {
+        return Err(Problem::invalid(
+            "INVALID_QUERY",
+            "",
+            "give exactly one of correlation_id, actor, event_type (with from and to)",
+        ));
+    }
+    let bounded = |field: &str, v: &str| -> Result<String, Problem> {
+        if v.is_empty() || v.len() > 128 {
+            return Err(Problem::invalid(
+                "INVALID_FIELD",
+                field,
+                "must be 1 to 128 characters",
+            ));
+        }
+        Ok(v.to_owned())
+    };
+    if let Some(c) = &q.correlation_id {
+        return Ok(EventFilter::Correlation(bounded("correlation_id", c)?));
+    }
+    if let Some(a) = &q.actor {
+        return Ok(EventFilter::Actor(bounded("actor", a)?));
+    }
+    let event_type = bounded("event_type", q.event_type.as_deref().unwrap_or(""))?;
+    let from = time("from", q.from.as_deref())?;
+    let to = time("to", q.to.as_deref())?;
+    if to <= from {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "to",
+            "must be after from",
+        ));
+    }
+    Ok(EventFilter::TypeBetween {
+        event_type,
+        from,
+        to,
+    })
+}
+
+/// Events by correlation id, by actor, or by type within a time range; paged by
+/// global position, each served by an index.
+#[utoipa::path(
+    get,
+    path = "/v1/audit/events",
+    params(("correlation_id" = Option<String>, Query), ("actor" = Option<String>, Query),
+           ("event_type" = Option<String>, Query), ("from" = Option<String>, Query),
+           ("to" = Option<String>, Query), ("after" = Option<i64>, Query),
+           ("limit" = Option<i64>, Query)),
+    responses((status = 200, body = AuditPage), (status = 422, body = ProblemBody)),
+    security(("bearer" = []))
+)]
+pub async fn events(
+    State(state): State<AppState>,
+    _caller: Caller,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Json<AuditPage>, Problem> {
+    let Query(q) = query.map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))?;
+    let filter = selector(&q)?;
+    let after = q.after.unwrap_or(0).max(0);
+    let limit = q.limit.unwrap_or(super::streams::PAGE_EVENTS_DEFAULT);
+    if !(1..=READ_LIMIT_MAX).contains(&limit) {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "limit",
+            format!("must be between 1 and {READ_LIMIT_MAX}"),
+        ));
+    }
+    let stored = state.store.find_events(&filter, after, limit).await?;
+    let next_after = (stored.len() as i64 == limit)
+        .then(|| stored.last().map(|e| e.global_position))
+        .flatten();
+    let events = stored
+        .iter()
+        .map(|e| e.view())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(AuditPage { events, next_after }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AsOfQuery {
+    as_of_position: Option<i64>,
+    as_of: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct StateAsOf {
+    pub aggregate_type: String,
+    pub aggregate_id: String,
+    /// Events applied (the stream version at that point).
+    pub version: i64,
+    /// Global position of the last event applied (0 if none).
+    pub position: i64,
+    #[schema(value_type = Object)]
+    pub state: serde_json::Value,
+}
+
+/// The state of an aggregate as of a global position or a time, replayed from its
+/// events.
+#[utoipa::path(
+    get,
+    path = "/v1/streams/{aggregate_type}/{aggregate_id}/state",
+    params(("aggregate_type" = String, Path), ("aggregate_id" = String, Path),
+           ("as_of_position" = Option<i64>, Query), ("as_of" = Option<String>, Query)),
+    responses((status = 200, body = StateAsOf), (status = 422, body = ProblemBody)),
+    security(("bearer" = []))
+)]
+pub async fn state_as_of(
+    State(state): State<AppState>,
+    _caller: Caller,
+    Path((aggregate_type, aggregate_id)): Path<(String, String)>,
+    query: Result<Query<AsOfQuery>, QueryRejection>,
+) -> Result<Json<StateAsOf>, Problem> {
+    let Query(q) = query.map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))?;
+    let aggregate_type = parse_id("aggregate_type", &aggregate_type)?;
+    let aggregate_id = parse_id("aggregate_id", &aggregate_id)?;
+    if aggregate_type.as_str() != WALLET_AGGREGATE_TYPE {
+        return Err(Problem::invalid(
+            "UNKNOWN_AGGREGATE_TYPE",
+            "aggregate_type",
+            "state can be replayed for: wallet",
+        ));
+    }
+    let (max_position, max_time) = match (&q.as_of_position, &q.as_of) {
+        (Some(p), None) => (*p, None),
+        (None, Some(t)) => (i64::MAX, Some(time("as_of", Some(t))?)),
+        _ => {
+            return Err(Problem::invalid(
+                "INVALID_QUERY",
+                "",
+                "give exactly one of as_of_position, as_of",
+            ))
+        }
+    };
+    let mut wallet = Wallet::default();
+    let (mut version, mut position, mut from) = (0, 0, 1);
+    'stream: loop {
+        let page = state
+            .store
+            .read_stream(
+                aggregate_type.as_str(),
+                aggregate_id.as_str(),
+                from,
+                READ_LIMIT_MAX,
+            )
+            .await?;
+        let Some(last) = page.last() else { break };
+        from = last.sequence + 1;
+        for e in &page {
+            if e.global_position > max_position || max_time.is_some_and(|t| e.recorded_at > t) {
+                break 'stream;
+            }
+            let (_, payload) = e.current_payload()?;
+            let event = serde_json::from_value(payload)
+                .map_err(|err| Problem::internal(format!("event {}: {err}", e.global_position)))?;
+            wallet
+                .check(&event)
+                .map_err(|v| Problem::internal(v.to_string()))?;
+            cqrs_es::Aggregate::apply(&mut wallet, event);
+            version = e.sequence;
+            position = e.global_position;
+        }
+    }
+    Ok(Json(StateAsOf {
+        aggregate_type: aggregate_type.as_str().to_owned(),
+        aggregate_id: aggregate_id.as_str().to_owned(),
+        version,
+        position,
+        state: serde_json::to_value(&wallet).map_err(|e| Problem::internal(e.to_string()))?,
+    }))
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRequest {
+    /// `TYPE/ID` of one stream; absent: every stream.
+    stream: Option<String>,
+}
+
+/// Verify hash chains (one stream or all), reporting the first broken link.
+#[utoipa::path(
+    post,
+    path = "/v1/audit/verify",
+    request_body = VerifyRequest,
+    responses((status = 200, body = Object), (status = 422, body = ProblemBody)),
+    security(("bearer" = []))
+)]
+pub async fn verify(
+    State(state): State<AppState>,
+    _caller: Caller,
+    body: Result<Json<VerifyRequest>, JsonRejection>,
+) -> Result<Json<VerifyReport>, Problem> {
+    let req = match body {
+        Ok(Json(r)) => r,
+        Err(JsonRejection::MissingJsonContentType(_)) => VerifyRequest::default(),
+        Err(e) => return Err(Problem::invalid("INVALID_BODY", "", e.body_text())),
+    };
+    let target = match &req.stream {
+        Some(s) => {
+            let (t, id) = s.split_once('/').ok_or_else(|| {
+                Problem::invalid(
+                    "INVALID_FIELD",
+                    "stream",
+                    "must be TYPE/ID, e.g. wallet/w-1",
+                )
+            })?;
+            Some((parse_id("stream", t)?, parse_id("stream", id)?))
+        }
+        None => None,
+    };
+    let report = store::verify(
+        &*state.store,
+        target.as_ref().map(|(t, id)| (t.as_str(), id.as_str())),
+    )
+    .await?;
+    Ok(Json(report))
+}
