@@ -203,32 +203,44 @@ macro_rules! apply_rows {
 impl ProjectionDb {
     /// The checkpoint of a projector, created at 0 on first use.
     pub async fn checkpoint(&self, name: &str, version: i32) -> Result<i64, RunnerError> {
+        let select = "SELECT position FROM projection_checkpoints WHERE name = ?";
+        // Polled every few milliseconds: a plain read, and the insert only once.
+        let found: Option<i64> = match self {
+            ProjectionDb::Mysql(p) => {
+                sqlx::query_scalar(select)
+                    .bind(name)
+                    .fetch_optional(p)
+                    .await?
+            }
+            ProjectionDb::Sqlite(p) => {
+                sqlx::query_scalar(select)
+                    .bind(name)
+                    .fetch_optional(p)
+                    .await?
+            }
+        };
+        if let Some(position) = found {
+            return Ok(position);
+        }
         let now = time_text(&chrono::Utc::now());
         let insert = "INSERT INTO projection_checkpoints (name, version, position, updated_at) \
                       SELECT ?, ?, 0, ? WHERE NOT EXISTS \
                       (SELECT 1 FROM projection_checkpoints WHERE name = ?)";
-        let select = "SELECT position FROM projection_checkpoints WHERE name = ?";
+        macro_rules! create {
+            ($p:expr) => {{
+                sqlx::query(insert)
+                    .bind(name)
+                    .bind(version)
+                    .bind(&now)
+                    .bind(name)
+                    .execute($p)
+                    .await?;
+                sqlx::query_scalar(select).bind(name).fetch_one($p).await?
+            }};
+        }
         Ok(match self {
-            ProjectionDb::Mysql(p) => {
-                sqlx::query(insert)
-                    .bind(name)
-                    .bind(version)
-                    .bind(&now)
-                    .bind(name)
-                    .execute(p)
-                    .await?;
-                sqlx::query_scalar(select).bind(name).fetch_one(p).await?
-            }
-            ProjectionDb::Sqlite(p) => {
-                sqlx::query(insert)
-                    .bind(name)
-                    .bind(version)
-                    .bind(&now)
-                    .bind(name)
-                    .execute(p)
-                    .await?;
-                sqlx::query_scalar(select).bind(name).fetch_one(p).await?
-            }
+            ProjectionDb::Mysql(p) => create!(p),
+            ProjectionDb::Sqlite(p) => create!(p),
         })
     }
 
@@ -529,7 +541,7 @@ impl ProjectionDb {
             }};
         }
         let tuples: Vec<LedgerTuple> = match self {
-            ProjectionDb::Mysql(p) => rows!(p, bin_text),
+            ProjectionDb::Mysql(p) => rows!(p, crate::store::mysql::text),
             ProjectionDb::Sqlite(p) => rows!(p, |r: &sqlx::sqlite::SqliteRow, i: usize| r
                 .try_get::<String, _>(i)),
         };
@@ -556,16 +568,6 @@ impl ProjectionDb {
     }
 }
 
-/// Text of a MySQL column with a `_bin` collation (reported as binary by sqlx).
-fn bin_text(r: &sqlx::mysql::MySqlRow, i: usize) -> Result<String, sqlx::Error> {
-    use sqlx::Row;
-    let bytes: Vec<u8> = r.try_get(i)?;
-    String::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
-        index: i.to_string(),
-        source: Box::new(e),
-    })
-}
-
 async fn fetch_balance_mysql(
     p: &MySqlPool,
     sql: &str,
@@ -576,8 +578,8 @@ async fn fetch_balance_mysql(
         return Ok(None);
     };
     Ok(Some((
-        bin_text(&r, 0)?,
-        bin_text(&r, 1)?,
+        crate::store::mysql::text(&r, 0)?,
+        crate::store::mysql::text(&r, 1)?,
         r.try_get(2)?,
         r.try_get(3)?,
         r.try_get(4)?,
@@ -600,8 +602,8 @@ async fn fetch_blocks_mysql(
         .map(|r| {
             let reason: Option<Vec<u8>> = r.try_get(2)?;
             Ok((
-                bin_text(r, 0)?,
-                bin_text(r, 1)?,
+                crate::store::mysql::text(r, 0)?,
+                crate::store::mysql::text(r, 1)?,
                 reason.map(|b| String::from_utf8_lossy(&b).into_owned()),
             ))
         })

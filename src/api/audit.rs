@@ -113,14 +113,7 @@ pub async fn events(
     let Query(q) = query.map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))?;
     let filter = selector(&q)?;
     let after = q.after.unwrap_or(0).max(0);
-    let limit = q.limit.unwrap_or(super::streams::PAGE_EVENTS_DEFAULT);
-    if !(1..=READ_LIMIT_MAX).contains(&limit) {
-        return Err(Problem::invalid(
-            "INVALID_FIELD",
-            "limit",
-            format!("must be between 1 and {READ_LIMIT_MAX}"),
-        ));
-    }
+    let limit = super::page_limit(q.limit)?;
     let stored = state.store.find_events(&filter, after, limit).await?;
     let next_after = (stored.len() as i64 == limit)
         .then(|| stored.last().map(|e| e.global_position))

@@ -138,6 +138,21 @@ impl Caller {
     }
 }
 
+/// The `limit` of a paged read: default [`streams::PAGE_EVENTS_DEFAULT`], at most
+/// `READ_LIMIT_MAX`.
+pub(crate) fn page_limit(limit: Option<i64>) -> Result<i64, Problem> {
+    let limit = limit.unwrap_or(streams::PAGE_EVENTS_DEFAULT);
+    let max = crate::store::READ_LIMIT_MAX;
+    if !(1..=max).contains(&limit) {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "limit",
+            format!("must be between 1 and {max}"),
+        ));
+    }
+    Ok(limit)
+}
+
 fn header(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get(name)

@@ -2,7 +2,7 @@
 
 use super::wallets::parse_id;
 use super::{AppState, Caller, Problem, ProblemBody};
-use crate::store::{EventView, READ_LIMIT_MAX};
+use crate::store::EventView;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;
@@ -57,14 +57,7 @@ pub async fn get_events(
             "must be at least 1",
         ));
     }
-    let limit = q.limit.unwrap_or(PAGE_EVENTS_DEFAULT);
-    if !(1..=READ_LIMIT_MAX).contains(&limit) {
-        return Err(Problem::invalid(
-            "INVALID_FIELD",
-            "limit",
-            format!("must be between 1 and {READ_LIMIT_MAX}"),
-        ));
-    }
+    let limit = super::page_limit(q.limit)?;
     let stored = state
         .store
         .read_stream(aggregate_type.as_str(), aggregate_id.as_str(), from, limit)

@@ -294,14 +294,7 @@ pub async fn get_ledger(
             "must not be negative",
         ));
     }
-    let limit = q.limit.unwrap_or(super::streams::PAGE_EVENTS_DEFAULT);
-    if !(1..=crate::store::READ_LIMIT_MAX).contains(&limit) {
-        return Err(Problem::invalid(
-            "INVALID_FIELD",
-            "limit",
-            format!("must be between 1 and {}", crate::store::READ_LIMIT_MAX),
-        ));
-    }
+    let limit = super::page_limit(q.limit)?;
     let position = reflected(&state, q.min_position).await?;
     let entries = state
         .projections

@@ -451,10 +451,13 @@ const EVENT_COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequ
 /// Text of a column. Columns with a `_bin` collation (ids must be case-sensitive)
 /// are reported with the binary flag, which sqlx will not decode as `String`; read
 /// the bytes and check they are UTF-8.
-fn text(r: &MySqlRow, column: &str) -> Result<String, sqlx::Error> {
+pub(crate) fn text<I>(r: &MySqlRow, column: I) -> Result<String, sqlx::Error>
+where
+    I: sqlx::ColumnIndex<MySqlRow> + std::fmt::Display + Copy,
+{
     let bytes: Vec<u8> = r.try_get(column)?;
     String::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
-        index: column.to_owned(),
+        index: column.to_string(),
         source: Box::new(e),
     })
 }
