@@ -4,6 +4,8 @@ pub mod api;
 pub mod auth;
 pub mod bus;
 pub mod projection;
+pub mod rebuild;
+pub mod reconcile;
 pub mod server;
 pub mod store;
 pub mod telemetry;

@@ -31,6 +31,31 @@ enum Command {
     Migrate,
     /// Bring every projection up to the head of the log once, then exit.
     CatchUp,
+    /// Rebuild a projection from the log: in full (shadow tables, swapped in at the
+    /// end; the live tables serve reads until then) or one wallet's rows. Shows a
+    /// progress bar on a terminal and prints the outcome as JSON.
+    Rebuild {
+        /// The projection: wallet.
+        projection: String,
+        /// Only these rows: wallet:<wallet id>.
+        #[arg(long)]
+        scope: Option<String>,
+        /// Events written to the shadow tables per transaction.
+        #[arg(long, default_value_t = factledger::rebuild::FLUSH_EVENTS_DEFAULT)]
+        batch_events: usize,
+        /// Test hook: sleep this many milliseconds after each batch.
+        #[arg(long, hide = true)]
+        pause_ms: Option<u64>,
+    },
+    /// Replay the wallet events up to the projection's checkpoint and compare them
+    /// with the projection and the invariants. Prints the report as JSON; exits 0 when
+    /// no finding remains, 2 when some do.
+    Reconcile {
+        /// Rebuild the wallets that only drifted (scoped) and check them again; events
+        /// themselves are never repaired.
+        #[arg(long)]
+        repair: bool,
+    },
     /// Print the events of one stream as JSON lines.
     Events {
         aggregate_type: String,
@@ -123,6 +148,65 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 started.elapsed().as_secs_f64()
             );
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Rebuild {
+            projection,
+            scope,
+            batch_events,
+            pause_ms,
+        } => {
+            use factledger::rebuild::{self, RebuildOptions, Scope};
+            let db = store::open(&cli.database_url).await?;
+            let scope = Scope::parse(scope.as_deref())?;
+            let started =
+                rebuild::begin(&db.store, &db.projections, &projection, scope, "cli").await?;
+            eprintln!(
+                "rebuild {} of {projection}: {} events to copy",
+                started.id, started.target_position
+            );
+            let bar = indicatif::ProgressBar::new(started.target_position.max(0) as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg:12} [{elapsed_precise}] {wide_bar} {pos}/{len} events \
+                     {per_sec} ETA {eta}",
+                )
+                .context("progress bar template")?,
+            );
+            let options = RebuildOptions {
+                flush_events: batch_events,
+                pause_between_batches: pause_ms.map(std::time::Duration::from_millis),
+            };
+            let status = rebuild::run(&db.store, &db.projections, &started, &options, &|p| {
+                bar.set_message(p.stage);
+                bar.set_length(p.target_position.max(0) as u64);
+                bar.set_position(p.position.max(0) as u64);
+            })
+            .await;
+            bar.finish_and_clear();
+            println!("{}", serde_json::to_string(&status?)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Reconcile { repair } => {
+            use factledger::reconcile::{self, ReconcileOptions, RunStatus};
+            let db = store::open(&cli.database_url).await?;
+            let options = ReconcileOptions {
+                repair,
+                ..ReconcileOptions::default()
+            };
+            let run = reconcile::start_run(&db.projections, options, "cli").await?;
+            let run = reconcile::finish_run(&db.store, &db.projections, run).await?;
+            println!("{}", serde_json::to_string_pretty(&run)?);
+            match (&run.status, &run.report) {
+                (RunStatus::Succeeded, Some(r)) if r.remaining.total() == 0 => {
+                    Ok(ExitCode::SUCCESS)
+                }
+                (RunStatus::Succeeded, Some(_)) => Ok(ExitCode::from(2)),
+                _ => anyhow::bail!(
+                    "reconciliation {} failed: {}",
+                    run.id,
+                    run.error.as_deref().unwrap_or("no report")
+                ),
+            }
         }
         Command::Events {
             aggregate_type,

@@ -5,7 +5,7 @@
 //! A projector that fails on an event stops there (money views never skip) and
 //! reports the error; the caller retries with backoff.
 
-use crate::store::{time_text, DynStore, StoreError};
+use crate::store::{time_text, DynStore, StoreError, StoredEvent};
 use factledger_projections::wallet::{self, LedgerRow, WalletRow};
 use factledger_projections::{ProjectedEvent, ProjectionError};
 use sqlx::{MySqlPool, SqlitePool};
@@ -21,9 +21,13 @@ pub enum RunnerError {
     Projection(#[from] ProjectionError),
     #[error("projection database: {0}")]
     Database(#[from] sqlx::Error),
-    /// Another runner advanced the checkpoint first; nothing of this batch was written.
-    #[error("checkpoint of {0} moved under this runner")]
+    /// Another runner advanced the checkpoint first, or a rebuild holds it while it
+    /// swaps tables; nothing of this batch was written.
+    #[error("checkpoint of {0} moved under this runner (or a rebuild holds it)")]
     CheckpointMoved(&'static str),
+    /// A full rebuild is swapping the projection's tables; retry in a moment.
+    #[error("projection {0} is held by a full rebuild swapping its tables; retry shortly")]
+    Held(&'static str),
 }
 
 /// Where projection rows and checkpoints live: the same database as the events.
@@ -44,11 +48,16 @@ macro_rules! with_tx {
     }};
 }
 
-macro_rules! apply_rows {
-    ($tx:ident, $name:expr, $from:expr, $to:expr, $rows:expr) => {{
+/// Move a checkpoint `from → to` by compare-and-set, or fail with
+/// `CheckpointMoved`: another runner got there first, a rebuild holds it, or the
+/// live tables were swapped for a set of another generation (see `src/rebuild.rs`).
+macro_rules! advance_checkpoint {
+    ($tx:ident, $name:expr, $from:expr, $to:expr) => {{
         let moved = sqlx::query(
             "UPDATE projection_checkpoints SET position = ?, updated_at = ?, \
-             last_error = NULL, error_position = NULL WHERE name = ? AND position = ?",
+             last_error = NULL, error_position = NULL \
+             WHERE name = ? AND position = ? AND hold IS NULL \
+             AND generation = (SELECT generation FROM wallet_generation WHERE id = 1)",
         )
         .bind($to)
         .bind(time_text(&chrono::Utc::now()))
@@ -60,6 +69,13 @@ macro_rules! apply_rows {
         if moved != 1 {
             return Err(RunnerError::CheckpointMoved($name));
         }
+    }};
+}
+
+/// Write wallet rows, in order, into the live tables (`$suffix` "") or the shadow tables
+/// of a rebuild.
+macro_rules! write_wallet_rows {
+    ($tx:ident, $rows:expr, $suffix:expr) => {{
         for row in $rows {
             match row {
                 WalletRow::Opened {
@@ -69,11 +85,12 @@ macro_rules! apply_rows {
                     version,
                     last_position,
                 } => {
-                    sqlx::query(
-                        "INSERT INTO wallet_balances (wallet_id, user_id, currency, \
+                    sqlx::query(&format!(
+                        "INSERT INTO wallet_balances{suffix} (wallet_id, user_id, currency, \
                          pending_minor, available_minor, frozen_minor, risk_hold_minor, \
                          version, last_position) VALUES (?, ?, ?, 0, 0, 0, 0, ?, ?)",
-                    )
+                        suffix = $suffix
+                    ))
                     .bind(wallet_id)
                     .bind(user_id)
                     .bind(currency)
@@ -88,11 +105,12 @@ macro_rules! apply_rows {
                     version,
                     last_position,
                 } => {
-                    sqlx::query(
-                        "UPDATE wallet_balances SET pending_minor = ?, available_minor = ?, \
+                    sqlx::query(&format!(
+                        "UPDATE wallet_balances{suffix} SET pending_minor = ?, available_minor = ?, \
                          frozen_minor = ?, risk_hold_minor = ?, version = ?, last_position = ? \
                          WHERE wallet_id = ?",
-                    )
+                        suffix = $suffix
+                    ))
                     .bind(b.pending_minor)
                     .bind(b.available_minor)
                     .bind(b.frozen_minor)
@@ -108,10 +126,11 @@ macro_rules! apply_rows {
                     version,
                     last_position,
                 } => {
-                    sqlx::query(
-                        "UPDATE wallet_balances SET version = ?, last_position = ? \
+                    sqlx::query(&format!(
+                        "UPDATE wallet_balances{suffix} SET version = ?, last_position = ? \
                          WHERE wallet_id = ?",
-                    )
+                        suffix = $suffix
+                    ))
                     .bind(version)
                     .bind(last_position)
                     .bind(wallet_id)
@@ -124,10 +143,11 @@ macro_rules! apply_rows {
                     ref_id,
                     reason,
                 } => {
-                    sqlx::query(
-                        "INSERT INTO wallet_blocks (wallet_id, ref_type, ref_id, reason) \
+                    sqlx::query(&format!(
+                        "INSERT INTO wallet_blocks{suffix} (wallet_id, ref_type, ref_id, reason) \
                          VALUES (?, ?, ?, ?)",
-                    )
+                        suffix = $suffix
+                    ))
                     .bind(wallet_id)
                     .bind(ref_type)
                     .bind(ref_id)
@@ -140,10 +160,11 @@ macro_rules! apply_rows {
                     ref_type,
                     ref_id,
                 } => {
-                    sqlx::query(
-                        "DELETE FROM wallet_blocks WHERE wallet_id = ? AND ref_type = ? \
+                    sqlx::query(&format!(
+                        "DELETE FROM wallet_blocks{suffix} WHERE wallet_id = ? AND ref_type = ? \
                          AND ref_id = ?",
-                    )
+                        suffix = $suffix
+                    ))
                     .bind(wallet_id)
                     .bind(ref_type)
                     .bind(ref_id)
@@ -163,15 +184,16 @@ macro_rules! apply_rows {
                     after: a,
                     recorded_at,
                 }) => {
-                    sqlx::query(
-                        "INSERT INTO wallet_ledger (wallet_id, sequence, global_position, \
+                    sqlx::query(&format!(
+                        "INSERT INTO wallet_ledger{suffix} (wallet_id, sequence, global_position, \
                          ref_type, ref_id, entry_type, amount_minor, delta_pending_minor, \
                          delta_available_minor, delta_frozen_minor, delta_risk_hold_minor, \
                          before_pending_minor, before_available_minor, before_frozen_minor, \
                          before_risk_hold_minor, after_pending_minor, after_available_minor, \
                          after_frozen_minor, after_risk_hold_minor, recorded_at) \
                          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    )
+                        suffix = $suffix
+                    ))
                     .bind(wallet_id)
                     .bind(sequence)
                     .bind(global_position)
@@ -199,6 +221,8 @@ macro_rules! apply_rows {
         }
     }};
 }
+
+pub(crate) use {with_tx, write_wallet_rows};
 
 impl ProjectionDb {
     /// The checkpoint of a projector, created at 0 on first use.
@@ -252,15 +276,35 @@ impl ProjectionDb {
         rows: Vec<WalletRow>,
     ) -> Result<(), RunnerError> {
         match self {
-            ProjectionDb::Mysql(p) => {
-                with_tx!(p, |tx| { apply_rows!(tx, wallet::NAME, from, to, rows) })
-            }
-            ProjectionDb::Sqlite(p) => {
-                with_tx!(p, |tx| { apply_rows!(tx, wallet::NAME, from, to, rows) })
-            }
+            ProjectionDb::Mysql(p) => with_tx!(p, |tx| {
+                advance_checkpoint!(tx, wallet::NAME, from, to);
+                write_wallet_rows!(tx, rows, "")
+            }),
+            ProjectionDb::Sqlite(p) => with_tx!(p, |tx| {
+                advance_checkpoint!(tx, wallet::NAME, from, to);
+                write_wallet_rows!(tx, rows, "")
+            }),
         }
         Ok(())
     }
+}
+
+/// The wallet rows one stored event makes (its payload upcast first).
+pub fn project_wallet_event(e: &StoredEvent) -> Result<Vec<WalletRow>, RunnerError> {
+    if e.aggregate_type != factledger_aggregates::wallet::WALLET_AGGREGATE_TYPE {
+        return Ok(Vec::new());
+    }
+    let (_, payload) = e.current_payload()?;
+    let recorded_at = time_text(&e.recorded_at);
+    Ok(wallet::project(&ProjectedEvent {
+        global_position: e.global_position,
+        aggregate_type: &e.aggregate_type,
+        aggregate_id: &e.aggregate_id,
+        sequence: e.sequence,
+        event_type: &e.event_type,
+        payload: &payload,
+        recorded_at: &recorded_at,
+    })?)
 }
 
 /// Bring the wallet projection up to the head of the log. Returns how many events it
@@ -276,17 +320,7 @@ pub async fn catch_up_wallet(store: &DynStore, db: &ProjectionDb) -> Result<u64,
         };
         let mut rows = Vec::new();
         for e in &events {
-            let (_, payload) = e.current_payload()?;
-            let recorded_at = time_text(&e.recorded_at);
-            rows.extend(wallet::project(&ProjectedEvent {
-                global_position: e.global_position,
-                aggregate_type: &e.aggregate_type,
-                aggregate_id: &e.aggregate_id,
-                sequence: e.sequence,
-                event_type: &e.event_type,
-                payload: &payload,
-                recorded_at: &recorded_at,
-            })?);
+            rows.extend(project_wallet_event(e)?);
         }
         db.apply_wallet(position, last, rows).await?;
         applied += events.len() as u64;
@@ -339,7 +373,15 @@ pub fn spawn_wallet(store: DynStore, db: ProjectionDb) -> SharedStatus {
     tokio::spawn(async move {
         let mut backoff_ms = 0u64;
         loop {
-            match catch_up_wallet(&store, &db).await {
+            let outcome = catch_up_wallet(&store, &db).await;
+            if let Err(RunnerError::CheckpointMoved(_)) = outcome {
+                // Held by a rebuild, or raced by another runner. A hold whose rebuild
+                // died would stop this projection for good: resolve it once stale.
+                if let Err(e) = crate::rebuild::resolve_stale_hold(&db).await {
+                    tracing::warn!(projection = wallet::NAME, error = %e, "cannot resolve a stale rebuild hold");
+                }
+            }
+            match outcome {
                 Ok(_) | Err(RunnerError::CheckpointMoved(_)) => {
                     backoff_ms = 0;
                     let mut s = lock(&shared);

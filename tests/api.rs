@@ -1181,3 +1181,80 @@ both_backends!(
         assert_eq!(r.status(), 403);
     }
 );
+
+both_backends!(
+    a_rebuild_is_started_over_http_and_followed_to_its_end,
+    |db: TestDb| async move {
+        let app = spawn_app(&db).await;
+        funded(&app, "w-1", 500).await;
+        funded(&app, "w-2", 700).await;
+        let before = app.wallet("w-1").await.json();
+        let client = reqwest::Client::new();
+        let start = |name: &'static str, body: Option<Value>, key: String| {
+            let client = client.clone();
+            let url = app.url(&format!("/v1/projections/{name}/rebuild"));
+            async move {
+                let mut req = client.post(url).bearer_auth(key);
+                if let Some(b) = body {
+                    req = req.json(&b);
+                }
+                read(req.send().await.unwrap()).await
+            }
+        };
+        let r = start("wallet", None, app.admin.clone()).await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.json());
+        let id = r.json()["id"].as_str().unwrap().to_owned();
+        assert_eq!(r.json()["status"], "running");
+        // Follow it to the end.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let done = loop {
+            let s = app
+                .get(&format!("/v1/projections/rebuilds/{id}"))
+                .await
+                .json();
+            if s["status"] != "running" {
+                break s;
+            }
+            assert!(std::time::Instant::now() < deadline, "{s}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        assert_eq!(done["status"], "succeeded", "{done}");
+        assert_eq!(done["stage"], "done");
+        assert_eq!(done["events_applied"], app.head().await);
+        assert_eq!(app.wallet("w-1").await.json(), before);
+
+        // Scoped, and the requests that are refused, each naming what is wrong.
+        let r = start(
+            "wallet",
+            Some(json!({"scope": "wallet:w-2"})),
+            app.admin.clone(),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.json());
+        assert_eq!(r.json()["scope"], "wallet:w-2");
+        start("wallet", Some(json!({"scope": "w-2"})), app.admin.clone())
+            .await
+            .problem(422, "INVALID_FIELD", Some("scope"));
+        start("orders", None, app.admin.clone()).await.problem(
+            404,
+            "UNKNOWN_PROJECTION",
+            Some("name"),
+        );
+        app.get("/v1/projections/rebuilds/rb_nope").await.problem(
+            404,
+            "REBUILD_NOT_FOUND",
+            Some("id"),
+        );
+        let auditor = app.keys.create(Role::Auditor).await.unwrap();
+        start("wallet", None, auditor.secret.clone())
+            .await
+            .problem(403, "FORBIDDEN", None);
+        let r = app
+            .get_as(
+                &format!("/v1/projections/rebuilds/{id}"),
+                Some(&auditor.secret),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
+    }
+);

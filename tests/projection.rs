@@ -3,36 +3,12 @@
 
 mod common;
 
-use common::TestDb;
-use factledger::bus::{CommandBus, CommandEnvelope};
+use common::{run, TestDb};
+use factledger::bus::CommandBus;
 use factledger::projection::{catch_up_wallet, RunnerError};
-use factledger::store::{self, Metadata};
-use factledger_aggregates::wallet::{Wallet, WalletCommand};
+use factledger::store;
+use factledger_aggregates::wallet::Wallet;
 use serde_json::json;
-
-fn meta() -> Metadata {
-    Metadata {
-        correlation_id: "corr".into(),
-        causation_id: None,
-        command_id: None,
-        actor: "tester".into(),
-        request_id: "req".into(),
-        trace_id: "trace".into(),
-        country_code: "ID".into(),
-    }
-}
-
-async fn run(bus: &CommandBus<Wallet>, id: &str, v: serde_json::Value) {
-    let command: WalletCommand = serde_json::from_value(v).expect("valid command");
-    bus.execute(CommandEnvelope {
-        aggregate_id: id.to_owned(),
-        command,
-        metadata: meta(),
-        idempotency: None,
-    })
-    .await
-    .expect("command succeeds");
-}
 
 /// Three wallets: 3 opens, 13 money movements (9 credits, 2 releases, a freeze, a
 /// risk hold) and a withdrawal block.

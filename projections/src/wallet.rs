@@ -5,6 +5,7 @@
 
 use crate::{ProjectedEvent, ProjectionError};
 use factledger_aggregates::wallet::{Buckets, WalletEvent, WALLET_AGGREGATE_TYPE};
+use serde::Deserialize;
 
 /// Projector name (and checkpoint key).
 pub const NAME: &str = "wallet";
@@ -73,12 +74,11 @@ pub fn project(e: &ProjectedEvent) -> Result<Vec<WalletRow>, ProjectionError> {
     if e.aggregate_type != WALLET_AGGREGATE_TYPE {
         return Ok(Vec::new());
     }
-    let event: WalletEvent =
-        serde_json::from_value(e.payload.clone()).map_err(|err| ProjectionError {
-            projection: NAME,
-            global_position: e.global_position,
-            reason: format!("{} does not decode: {err}", e.event_type),
-        })?;
+    let event = WalletEvent::deserialize(e.payload).map_err(|err| ProjectionError {
+        projection: NAME,
+        global_position: e.global_position,
+        reason: format!("{} does not decode: {err}", e.event_type),
+    })?;
     let wallet_id = e.aggregate_id.to_owned();
     let (version, last_position) = (e.sequence, e.global_position);
     if let Some(m) = event.as_movement() {

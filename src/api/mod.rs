@@ -3,6 +3,8 @@
 
 mod audit;
 mod problem;
+mod rebuilds;
+mod reconciliations;
 mod streams;
 mod system;
 mod wallets;
@@ -56,6 +58,14 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/wallets/{wallet_id}", get(wallets::get_wallet))
         .route("/v1/wallets/{wallet_id}/ledger", get(wallets::get_ledger))
         .route("/v1/projections", get(system::projections))
+        .route("/v1/projections/{name}/rebuild", post(rebuilds::start))
+        .route("/v1/projections/rebuilds/{id}", get(rebuilds::status))
+        .route("/v1/reconciliations", post(reconciliations::start))
+        .route("/v1/reconciliations/{id}", get(reconciliations::get))
+        .route(
+            "/v1/reconciliations/{id}/report.html",
+            get(reconciliations::report_html),
+        )
         .route("/v1/audit/events", get(audit::events))
         .route("/v1/audit/verify", post(audit::verify))
         .route(

@@ -16,9 +16,14 @@ use utoipa::OpenApi;
         super::streams::get_events,
         super::wallets::get_ledger,
         projections,
+        super::rebuilds::start,
+        super::rebuilds::status,
         super::audit::events,
         super::audit::state_as_of,
         super::audit::verify,
+        super::reconciliations::start,
+        super::reconciliations::get,
+        super::reconciliations::report_html,
         health
     ),
     components(schemas(
@@ -31,9 +36,21 @@ use utoipa::OpenApi;
         super::wallets::LedgerPage,
         crate::projection::LedgerEntry,
         crate::projection::ProjectionStatus,
+        crate::rebuild::RebuildStatus,
+        super::rebuilds::RebuildRequest,
         super::audit::AuditPage,
         super::audit::StateAsOf,
-        super::audit::VerifyRequest
+        super::audit::VerifyRequest,
+        super::reconciliations::ReconcileRequest,
+        crate::reconcile::Run,
+        crate::reconcile::RunStatus,
+        crate::reconcile::Report,
+        crate::reconcile::Counts,
+        crate::reconcile::Finding,
+        crate::reconcile::FindingClass,
+        crate::reconcile::FindingKind,
+        crate::reconcile::EventRef,
+        crate::reconcile::RepairOutcome
     )),
     modifiers(&BearerAuth)
 )]

@@ -316,7 +316,7 @@ const RESERVE_STATEMENT: usize = 1;
 /// without `NO_BACKSLASH_ESCAPES` (see `connect`) and talks utf8mb4, where no byte of
 /// a multi-byte character can be a quote or a backslash. (Hex literals were as safe
 /// but twice as long; the server parses these measurably faster.)
-fn lit(s: &str) -> String {
+pub(crate) fn lit(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('\'');
     for c in s.chars() {

@@ -91,6 +91,37 @@ impl Drop for TestDb {
     }
 }
 
+/// Metadata for commands sent by tests.
+pub fn meta() -> factledger::store::Metadata {
+    factledger::store::Metadata {
+        correlation_id: "corr".into(),
+        causation_id: None,
+        command_id: None,
+        actor: "tester".into(),
+        request_id: "req".into(),
+        trace_id: "trace".into(),
+        country_code: "ID".into(),
+    }
+}
+
+/// Send one wallet command (as JSON) through the bus; it must succeed.
+pub async fn run(
+    bus: &factledger::bus::CommandBus<factledger_aggregates::wallet::Wallet>,
+    id: &str,
+    v: serde_json::Value,
+) {
+    let command: factledger_aggregates::wallet::WalletCommand =
+        serde_json::from_value(v).expect("valid command");
+    bus.execute(factledger::bus::CommandEnvelope {
+        aggregate_id: id.to_owned(),
+        command,
+        metadata: meta(),
+        idempotency: None,
+    })
+    .await
+    .expect("command succeeds");
+}
+
 /// Define one async test per backend: `both_backends!(name, |db| async move { ... })`
 /// expands to `mod name { sqlite, mysql }`.
 #[macro_export]

@@ -41,6 +41,23 @@ enum Cmd {
         #[arg(long, default_value_t = 120)]
         a_max_secs: u64,
     },
+    /// Full rebuild and reconciliation of the wallet projection (issue 3, item 6):
+    /// seeds wallet events, and at each count rebuilds (events/s, peak RSS of the
+    /// rebuild) and then reconciles (seconds).
+    Rebuild {
+        #[arg(long, default_value = "mysql://root@127.0.0.1:3306/factledger_bench")]
+        database_url: String,
+        /// Event counts to rebuild at (comma separated, ascending): the log grows to
+        /// each in turn.
+        #[arg(long, default_value = "100000,1000000")]
+        events: String,
+        /// Events per wallet stream (an open, then credits and releases).
+        #[arg(long, default_value_t = 100)]
+        per_wallet: u64,
+        /// Events per shadow-table transaction.
+        #[arg(long, default_value_t = factledger::rebuild::FLUSH_EVENTS_DEFAULT)]
+        batch_events: usize,
+    },
 }
 
 #[tokio::main]
@@ -85,8 +102,190 @@ async fn main() -> anyhow::Result<()> {
                 r.print();
             }
         }
+        Cmd::Rebuild {
+            database_url,
+            events,
+            per_wallet,
+            batch_events,
+        } => rebuild_bench(&database_url, &events, per_wallet, batch_events).await?,
     }
     Ok(())
+}
+
+/// Seed wallet events up to each count and time a full rebuild there.
+async fn rebuild_bench(
+    url: &str,
+    counts: &str,
+    per_wallet: u64,
+    batch_events: usize,
+) -> anyhow::Result<()> {
+    use factledger::rebuild::{self, RebuildOptions, Scope};
+    let counts = counts
+        .split(',')
+        .map(|c| c.trim().parse::<u64>())
+        .collect::<Result<Vec<_>, _>>()
+        .context("--events: comma separated counts")?;
+    let store = fresh_store(url).await?;
+    let db = store::open(url).await?;
+    println!(
+        "| backend | events | seed s | rebuild s | rebuild events/s | peak RSS MB (rebuild) | reconcile s | findings |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut seeded = 0u64;
+    for target in counts {
+        let t = Instant::now();
+        seeded = seed(&store, seeded, target, per_wallet).await?;
+        let seed_s = t.elapsed().as_secs_f64();
+        reset_peak_rss();
+        let t = Instant::now();
+        let started =
+            rebuild::begin(&db.store, &db.projections, "wallet", Scope::Full, "bench").await?;
+        let options = RebuildOptions {
+            flush_events: batch_events,
+            pause_between_batches: None,
+        };
+        let status = rebuild::run(&db.store, &db.projections, &started, &options, &|_| {}).await?;
+        let secs = t.elapsed().as_secs_f64();
+        anyhow::ensure!(
+            status.events_applied as u64 == seeded,
+            "rebuild applied {} of {seeded} events",
+            status.events_applied
+        );
+        let rss_mb = peak_rss_kb() as f64 / 1024.0;
+        // Reconciliation of the same log against the rows just rebuilt.
+        let t = Instant::now();
+        let report = factledger::reconcile::reconcile(
+            &db.store,
+            &db.projections,
+            factledger::reconcile::ReconcileOptions::default(),
+        )
+        .await?;
+        let reconcile_s = t.elapsed().as_secs_f64();
+        anyhow::ensure!(
+            report.events_checked == seeded,
+            "reconciliation checked {} of {seeded} events",
+            report.events_checked
+        );
+        println!(
+            "| {} | {seeded} | {seed_s:.1} | {secs:.1} | {:.0} | {rss_mb:.0} | {reconcile_s:.1} | {} |",
+            store.backend(),
+            seeded as f64 / secs,
+            report.counts.total()
+        );
+    }
+    Ok(())
+}
+
+/// Append wallet events until the log holds `target` (from `have`): wallets of
+/// `per_wallet` events (an open, then credits and releases alternating), decided by
+/// the aggregate and sealed as the bus seals them, appended in large units.
+async fn seed(store: &DynStore, have: u64, target: u64, per_wallet: u64) -> anyhow::Result<u64> {
+    use cqrs_es::{Aggregate, DomainEvent};
+    use factledger::store::{LedgerRefRow, SealedEvent, StreamAppend, UnitOfWork, GENESIS_HASH};
+    use factledger_aggregates::decide::Decide;
+    const EVENTS_PER_APPEND: u64 = 5_000;
+    let per_wallet = per_wallet.max(2);
+    let meta = metadata();
+    let mut done = have;
+    let mut units = Vec::new();
+    let mut pending = 0u64;
+    while done < target {
+        let n = done / per_wallet;
+        let wallet_id = format!("bw-{n:08}");
+        let count = per_wallet.min(target - done);
+        let mut state = Wallet::default();
+        let mut prev = GENESIS_HASH.to_owned();
+        let mut sealed = Vec::new();
+        let mut refs = Vec::new();
+        let now = chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 6);
+        for k in 0..count {
+            let command = if k == 0 {
+                WalletCommand::Open(OpenWallet {
+                    user_id: id(&format!("u{n}")),
+                    currency: Currency::parse("IDR")?,
+                })
+            } else {
+                // Credit c-j at k = 2j - 1, release it at k = 2j.
+                let j = k.div_ceil(2);
+                let moved = MoveFunds {
+                    ref_type: id("COMMISSION"),
+                    ref_id: id(&format!("c{n}-{j}")),
+                    amount_minor: AmountMinor::parse(100 + j as i64)?,
+                    currency: None,
+                };
+                if k % 2 == 1 {
+                    WalletCommand::CreditPending(moved)
+                } else {
+                    WalletCommand::ReleasePending(moved)
+                }
+            };
+            for e in state
+                .decide(command)
+                .map_err(|e| anyhow::anyhow!("seed command refused: {e}"))?
+            {
+                state.check(&e)?;
+                if let Some(r) = Wallet::ledger_ref(&e) {
+                    refs.push(LedgerRefRow {
+                        ref_type: r.ref_type,
+                        ref_id: r.ref_id,
+                        entry_type: r.entry_type,
+                        event_index: sealed.len(),
+                    });
+                }
+                let event = SealedEvent::seal(
+                    &prev,
+                    "wallet",
+                    &wallet_id,
+                    sealed.len() as i64 + 1,
+                    e.event_type(),
+                    e.event_version().parse().unwrap_or(1),
+                    serde_json::to_string(&e)?,
+                    &meta,
+                    uuid::Uuid::new_v4(),
+                    now,
+                );
+                prev = event.hash.clone();
+                sealed.push(event);
+                state.apply(e);
+            }
+        }
+        done += sealed.len() as u64;
+        pending += sealed.len() as u64;
+        units.push(UnitOfWork {
+            streams: vec![StreamAppend {
+                aggregate_type: "wallet".into(),
+                aggregate_id: wallet_id,
+                expected_version: 0,
+                expected_hash: GENESIS_HASH.to_owned(),
+                events: sealed,
+            }],
+            ledger_refs: refs,
+            ..Default::default()
+        });
+        if pending >= EVENTS_PER_APPEND || done >= target {
+            store.append(&units).await?;
+            units.clear();
+            pending = 0;
+        }
+    }
+    Ok(done)
+}
+
+/// Forget this process's peak resident set so far (Linux: `clear_refs` 5).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Peak resident set size of this process since the last reset, in KiB (VmHWM).
+fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 #[derive(Clone, Copy)]
