@@ -993,7 +993,7 @@ async fn swap(db: &ProjectionDb, id: &str, position: i64) -> Result<(), RebuildE
     let mark = format!(
         "INSERT INTO wallet_generation{SHADOW} (id, generation, position) VALUES (1, ?, ?)"
     );
-    match db {
+    let new_generation = match db {
         ProjectionDb::Sqlite(p) => {
             let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
             renew!(tx, id);
@@ -1039,6 +1039,7 @@ async fn swap(db: &ProjectionDb, id: &str, position: i64) -> Result<(), RebuildE
             .execute(&mut *tx)
             .await?;
             tx.commit().await?;
+            generation + 1
         }
         ProjectionDb::Mysql(p) => {
             let generation: i64 = sqlx::query_scalar(generation_sql)
@@ -1074,8 +1075,11 @@ async fn swap(db: &ProjectionDb, id: &str, position: i64) -> Result<(), RebuildE
                     .execute(p)
                     .await?;
             }
+            generation + 1
         }
-    }
+    };
+    // The runner may already have moved on from `position`: never back, and only
+    // within the new generation.
     let (now_generation, now_position): (i64, i64) = match db {
         ProjectionDb::Mysql(p) => {
             sqlx::query_as(CHECKPOINT_SQL)
@@ -1090,11 +1094,12 @@ async fn swap(db: &ProjectionDb, id: &str, position: i64) -> Result<(), RebuildE
                 .await?
         }
     };
-    if now_position != position {
+    if now_generation != new_generation || now_position < position {
         return Err(RebuildError::Runner(RunnerError::Store(
             StoreError::Corrupt(format!(
                 "after the swap the checkpoint is at generation {now_generation}, position \
-             {now_position}, not at the rebuilt position {position}"
+                 {now_position}, not at generation {new_generation}, position {position} \
+                 or later"
             )),
         )));
     }

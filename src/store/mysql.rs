@@ -772,15 +772,17 @@ impl EventStore for MysqlStore {
         limit: i64,
     ) -> Result<Vec<(String, String)>, StoreError> {
         let (t, id) = after.unwrap_or_default();
-        // sequence = 1 exists exactly once per stream: one index row per stream.
+        // sequence = 1 exists exactly once per stream: one index row per stream. Keys
+        // are bound as bytes: compared with the `_bin` columns as they are, the range
+        // is walked in index order (a text parameter makes MariaDB sort every page).
         let rows = sqlx::query(
             "SELECT aggregate_type, aggregate_id FROM events WHERE sequence = 1 AND \
              (aggregate_type > ? OR (aggregate_type = ? AND aggregate_id > ?)) \
              ORDER BY aggregate_type, aggregate_id LIMIT ?",
         )
-        .bind(&t)
-        .bind(&t)
-        .bind(&id)
+        .bind(t.as_bytes())
+        .bind(t.as_bytes())
+        .bind(id.as_bytes())
         .bind(limit.clamp(0, super::READ_LIMIT_MAX))
         .fetch_all(&self.pool)
         .await

@@ -430,12 +430,13 @@ impl EventStore for SqliteStore {
         limit: i64,
     ) -> Result<Vec<(String, String)>, StoreError> {
         let (t, id) = after.unwrap_or_default();
+        // A row value: SQLite plans it as a range of the stream index (an OR of column
+        // conditions it would scan from the start of the index, every page).
         let rows = sqlx::query(
             "SELECT aggregate_type, aggregate_id FROM events WHERE sequence = 1 AND \
-             (aggregate_type > ? OR (aggregate_type = ? AND aggregate_id > ?)) \
+             (aggregate_type, aggregate_id) > (?, ?) \
              ORDER BY aggregate_type, aggregate_id LIMIT ?",
         )
-        .bind(&t)
         .bind(&t)
         .bind(&id)
         .bind(limit.clamp(0, super::READ_LIMIT_MAX))
