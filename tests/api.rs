@@ -493,7 +493,14 @@ both_backends!(
         )
         .await;
         denied.problem(403, "FORBIDDEN", None);
-        let r = app.get_as("/v1/wallets/w-1", Some(&auditor.secret)).await;
+        // Read-your-writes: the projection may not have applied the open yet.
+        let head = app.head().await;
+        let r = app
+            .get_as(
+                &format!("/v1/wallets/w-1?min_position={head}"),
+                Some(&auditor.secret),
+            )
+            .await;
         assert_eq!(r.status, StatusCode::OK);
         assert_eq!(r.json()["version"], 1);
         let r = app
