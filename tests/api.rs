@@ -494,7 +494,6 @@ both_backends!(
         .await;
         denied.problem(403, "FORBIDDEN", None);
         // Read-your-writes: the projection may not have applied the open yet.
-        let head = app.head().await;
         let r = app
             .get_as(
                 &format!("/v1/wallets/w-1?min_position={head}"),
