@@ -35,7 +35,7 @@ use crate::projection::{
 use crate::store::{time_text, DynStore, StoreError, READ_LIMIT_MAX};
 use factledger_aggregates::wallet::Buckets;
 use factledger_projections::wallet::{self, LedgerRow, WalletRow};
-use sqlx::MySqlConnection;
+use sqlx::{MySqlConnection, SqliteConnection};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -781,8 +781,21 @@ async fn write_shadow(
             let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
             renew!(tx, id);
             record_progress!(tx, id, stage, b.last_position, applied);
-            // In-process: a statement per row costs no round trip.
-            write_wallet_rows!(tx, &b.rows, SHADOW);
+            // In-process, a statement per row costs no round trip; but a balance row
+            // is written once per batch (its last state), not once per movement.
+            let coalesced = Coalesced::of(&b.rows);
+            for (wallet_id, ch) in &coalesced.balances {
+                upsert_balance_sqlite(&mut tx, wallet_id, ch).await?;
+            }
+            let others = b.rows.iter().filter(|r| {
+                !matches!(
+                    r,
+                    WalletRow::Opened { .. }
+                        | WalletRow::Balances { .. }
+                        | WalletRow::Version { .. }
+                )
+            });
+            write_wallet_rows!(tx, others, SHADOW);
             tx.commit().await?;
         }
     }
@@ -950,6 +963,43 @@ const LEDGER_COLUMNS: &str = "wallet_id, sequence, global_position, ref_type, re
      delta_risk_hold_minor, before_pending_minor, before_available_minor, before_frozen_minor, \
      before_risk_hold_minor, after_pending_minor, after_available_minor, after_frozen_minor, \
      after_risk_hold_minor, recorded_at";
+
+/// Insert or update a shadow balance row with a batch's last state of the wallet.
+async fn upsert_balance_sqlite(
+    c: &mut SqliteConnection,
+    wallet_id: &str,
+    ch: &BalanceChange<'_>,
+) -> Result<(), sqlx::Error> {
+    let z = Buckets::default();
+    let v = ch.balances.as_ref().unwrap_or(&z);
+    let (user_id, currency) = ch.opened.unwrap_or_default();
+    // Only the version moved (a block): keep the stored buckets.
+    let set = match (&ch.opened, &ch.balances) {
+        (None, None) => "version = excluded.version, last_position = excluded.last_position",
+        _ => {
+            "pending_minor = excluded.pending_minor, available_minor = excluded.available_minor, \
+             frozen_minor = excluded.frozen_minor, risk_hold_minor = excluded.risk_hold_minor, \
+             version = excluded.version, last_position = excluded.last_position"
+        }
+    };
+    sqlx::query(&format!(
+        "INSERT INTO wallet_balances{SHADOW} (wallet_id, user_id, currency, pending_minor, \
+         available_minor, frozen_minor, risk_hold_minor, version, last_position) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (wallet_id) DO UPDATE SET {set}"
+    ))
+    .bind(wallet_id)
+    .bind(user_id)
+    .bind(currency)
+    .bind(v.pending_minor)
+    .bind(v.available_minor)
+    .bind(v.frozen_minor)
+    .bind(v.risk_hold_minor)
+    .bind(ch.version)
+    .bind(ch.last_position)
+    .execute(&mut *c)
+    .await?;
+    Ok(())
+}
 
 /// Hold the checkpoint (`hold = 'catchup'`) while holding the lease: the runner
 /// stops advancing the live tables.

@@ -128,15 +128,16 @@ async fn rebuild_bench(
     let store = fresh_store(url).await?;
     let db = store::open(url).await?;
     println!(
-        "| backend | events | seed s | rebuild s | rebuild events/s | peak RSS MB (rebuild) | reconcile s | findings |"
+        "| backend | events | seed s | rebuild s | rebuild events/s | RSS MB before rebuild | peak RSS MB (rebuild) | reconcile s | findings |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut seeded = 0u64;
     for target in counts {
         let t = Instant::now();
         seeded = seed(&store, seeded, target, per_wallet).await?;
         let seed_s = t.elapsed().as_secs_f64();
         reset_peak_rss();
+        let rss_before_mb = rss_kb("VmRSS:") as f64 / 1024.0;
         let t = Instant::now();
         let started =
             rebuild::begin(&db.store, &db.projections, "wallet", Scope::Full, "bench").await?;
@@ -151,7 +152,7 @@ async fn rebuild_bench(
             "rebuild applied {} of {seeded} events",
             status.events_applied
         );
-        let rss_mb = peak_rss_kb() as f64 / 1024.0;
+        let rss_mb = rss_kb("VmHWM:") as f64 / 1024.0;
         // Reconciliation of the same log against the rows just rebuilt.
         let t = Instant::now();
         let report = factledger::reconcile::reconcile(
@@ -167,7 +168,7 @@ async fn rebuild_bench(
             report.events_checked
         );
         println!(
-            "| {} | {seeded} | {seed_s:.1} | {secs:.1} | {:.0} | {rss_mb:.0} | {reconcile_s:.1} | {} |",
+            "| {} | {seeded} | {seed_s:.1} | {secs:.1} | {:.0} | {rss_before_mb:.0} | {rss_mb:.0} | {reconcile_s:.1} | {} |",
             store.backend(),
             seeded as f64 / secs,
             report.counts.total()
@@ -276,13 +277,14 @@ fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-/// Peak resident set size of this process since the last reset, in KiB (VmHWM).
-fn peak_rss_kb() -> u64 {
+/// A memory figure of this process from /proc/self/status, in KiB: `VmRSS:` (now) or
+/// `VmHWM:` (peak since the last reset).
+fn rss_kb(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
