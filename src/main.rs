@@ -168,9 +168,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
                     "{msg:12} [{elapsed_precise}] {wide_bar} {pos}/{len} events \
-                     {per_sec} ETA {eta}",
+                     {events_per_s} ETA {eta}",
                 )
-                .context("progress bar template")?,
+                .context("progress bar template")?
+                .with_key(
+                    "events_per_s",
+                    |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0}/s", s.per_sec());
+                    },
+                ),
             );
             let options = RebuildOptions {
                 flush_events: batch_events,
