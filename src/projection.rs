@@ -635,18 +635,16 @@ async fn fetch_blocks_mysql(
     sql: &str,
     wallet_id: &str,
 ) -> Result<Vec<(String, String, Option<String>)>, sqlx::Error> {
-    use sqlx::Row;
     sqlx::query(sql)
         .bind(wallet_id)
         .fetch_all(p)
         .await?
         .iter()
         .map(|r| {
-            let reason: Option<Vec<u8>> = r.try_get(2)?;
             Ok((
                 crate::store::mysql::text(r, 0)?,
                 crate::store::mysql::text(r, 1)?,
-                reason.map(|b| String::from_utf8_lossy(&b).into_owned()),
+                crate::store::mysql::opt_text(r, 2)?,
             ))
         })
         .collect()

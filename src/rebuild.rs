@@ -429,15 +429,7 @@ pub async fn status(db: &ProjectionDb, id: &str) -> Result<Option<RebuildStatus>
     }
     let mut s = match db {
         ProjectionDb::Mysql(p) => {
-            read!(p, crate::store::mysql::text, |r: &sqlx::mysql::MySqlRow,
-                                                 i: usize|
-             -> Result<
-                Option<String>,
-                sqlx::Error,
-            > {
-                let b: Option<Vec<u8>> = r.try_get(i)?;
-                Ok(b.map(|b| String::from_utf8_lossy(&b).into_owned()))
-            })
+            read!(p, crate::store::mysql::text, crate::store::mysql::opt_text)
         }
         ProjectionDb::Sqlite(p) => read!(
             p,
@@ -1251,10 +1243,7 @@ async fn resolve_hold(db: &ProjectionDb, own: Option<&str>) -> Result<(), Rebuil
     }
     let sql = "SELECT c.hold, l.rebuild_id, l.heartbeat FROM projection_checkpoints c \
                LEFT JOIN projection_leases l ON l.name = c.name WHERE c.name = ?";
-    let opt_mysql = |r: &sqlx::mysql::MySqlRow, i: usize| -> Result<Option<String>, sqlx::Error> {
-        let b: Option<Vec<u8>> = r.try_get(i)?;
-        Ok(b.map(|b| String::from_utf8_lossy(&b).into_owned()))
-    };
+    use crate::store::mysql::opt_text;
     let (hold, holder, heartbeat) = match db {
         ProjectionDb::Mysql(p) => {
             let Some(r) = sqlx::query(sql)
@@ -1264,7 +1253,7 @@ async fn resolve_hold(db: &ProjectionDb, own: Option<&str>) -> Result<(), Rebuil
             else {
                 return Ok(());
             };
-            (opt_mysql(&r, 0)?, opt_mysql(&r, 1)?, opt_mysql(&r, 2)?)
+            (opt_text(&r, 0)?, opt_text(&r, 1)?, opt_text(&r, 2)?)
         }
         ProjectionDb::Sqlite(p) => {
             let Some(r) = sqlx::query(sql)
@@ -1366,7 +1355,7 @@ pub async fn rebuild_wallet_scoped(
                 "SELECT c.position, c.hold, c.generation, g.generation \
                  FROM projection_checkpoints c, wallet_generation g \
                  WHERE c.name = ? AND g.id = 1 FOR UPDATE",
-                |r: &sqlx::mysql::MySqlRow| sqlx::Row::try_get::<Option<Vec<u8>>, _>(r, 1)
+                |r: &sqlx::mysql::MySqlRow| crate::store::mysql::opt_text(r, 1)
             )
         }),
         ProjectionDb::Sqlite(p) => {

@@ -262,22 +262,12 @@ trait Cols {
     fn time(&self, i: usize) -> Result<DateTime<Utc>, sqlx::Error>;
 }
 
-fn not_utf8(i: usize, e: std::string::FromUtf8Error) -> sqlx::Error {
-    sqlx::Error::ColumnDecode {
-        index: i.to_string(),
-        source: Box::new(e),
-    }
-}
-
 impl Cols for MySqlRow {
     fn text(&self, i: usize) -> Result<String, sqlx::Error> {
         crate::store::mysql::text(self, i)
     }
     fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error> {
-        let bytes: Option<Vec<u8>> = self.try_get(i)?;
-        bytes
-            .map(|b| String::from_utf8(b).map_err(|e| not_utf8(i, e)))
-            .transpose()
+        crate::store::mysql::opt_text(self, i)
     }
     fn int(&self, i: usize) -> Result<i64, sqlx::Error> {
         self.try_get(i)

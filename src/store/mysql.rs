@@ -462,6 +462,19 @@ where
     })
 }
 
+/// Text of a nullable column (see [`text`]).
+pub(crate) fn opt_text(r: &MySqlRow, column: usize) -> Result<Option<String>, sqlx::Error> {
+    let bytes: Option<Vec<u8>> = r.try_get(column)?;
+    bytes
+        .map(|b| {
+            String::from_utf8(b).map_err(|e| sqlx::Error::ColumnDecode {
+                index: column.to_string(),
+                source: Box::new(e),
+            })
+        })
+        .transpose()
+}
+
 fn event_from_row(r: &MySqlRow) -> Result<StoredEvent, sqlx::Error> {
     let recorded: NaiveDateTime = r.try_get("recorded_at")?;
     Ok(StoredEvent {
