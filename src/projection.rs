@@ -308,8 +308,9 @@ pub fn project_wallet_event(e: &StoredEvent) -> Result<Vec<WalletRow>, RunnerErr
 }
 
 /// Bring the wallet projection up to the head of the log. Returns how many events it
-/// applied. Stops at (and returns) the first error: nothing of a failed batch is
-/// written and the checkpoint stays before it.
+/// applied. Stops at (and returns) the first error: an event the projector cannot
+/// apply leaves the checkpoint right before it (the events before it in its batch are
+/// applied); a failed write leaves nothing of its batch.
 pub async fn catch_up_wallet(store: &DynStore, db: &ProjectionDb) -> Result<u64, RunnerError> {
     let mut position = db.checkpoint(wallet::NAME, wallet::VERSION).await?;
     let mut applied = 0u64;
@@ -319,8 +320,18 @@ pub async fn catch_up_wallet(store: &DynStore, db: &ProjectionDb) -> Result<u64,
             return Ok(applied);
         };
         let mut rows = Vec::new();
-        for e in &events {
-            rows.extend(project_wallet_event(e)?);
+        for (i, e) in events.iter().enumerate() {
+            match project_wallet_event(e) {
+                Ok(r) => rows.extend(r),
+                Err(failed) => {
+                    // Apply what comes before the failing event, so the projection
+                    // stops exactly at it, then report it.
+                    if let Some(before) = i.checked_sub(1).map(|j| events[j].global_position) {
+                        db.apply_wallet(position, before, rows).await?;
+                    }
+                    return Err(failed);
+                }
+            }
         }
         db.apply_wallet(position, last, rows).await?;
         applied += events.len() as u64;

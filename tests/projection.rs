@@ -5,7 +5,7 @@ mod common;
 
 use common::{run, TestDb};
 use factledger::bus::CommandBus;
-use factledger::projection::{catch_up_wallet, RunnerError};
+use factledger::projection::{catch_up_wallet, ProjectionStatus, RunnerError, SharedStatus};
 use factledger::store;
 use factledger_aggregates::wallet::Wallet;
 use serde_json::json;
@@ -181,9 +181,71 @@ both_backends!(
             matches!(err, RunnerError::Projection(ref p) if p.global_position == 5),
             "{err}"
         );
-        // Nothing of the failing batch was written; the checkpoint did not move.
-        assert_eq!(projections.checkpoint("wallet", 1).await.unwrap(), 0);
-        assert_eq!(count(&db, "SELECT COUNT(*) FROM wallet_ledger").await, 0);
+        // It stopped exactly before the failing event: events 1-4 (w-1 opened and
+        // credited three times) are applied, nothing after them.
+        assert_eq!(projections.checkpoint("wallet", 1).await.unwrap(), 4);
+        assert_eq!(count(&db, "SELECT COUNT(*) FROM wallet_ledger").await, 3);
         assert!(head > 5);
+    }
+);
+
+/// Poll a running projector's status until `done` holds (at most 15 s).
+async fn wait_status(
+    status: &SharedStatus,
+    what: &str,
+    done: impl Fn(&ProjectionStatus) -> bool,
+) -> ProjectionStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let s = status.lock().unwrap().clone();
+        if done(&s) {
+            return s;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {s:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+both_backends!(
+    the_running_projector_reports_the_failing_event_retries_and_recovers,
+    |db: TestDb| async move {
+        let bus = CommandBus::<Wallet>::start(db.store.clone());
+        history(&bus).await;
+        let head = db.store.head_position().await.unwrap();
+        let original = db.store.read_positions(5, 5).await.unwrap()[0]
+            .payload
+            .clone();
+        assert!(!original.contains('\''));
+        db.store
+            .execute_raw("DROP TRIGGER events_refuse_update")
+            .await
+            .unwrap();
+        db.store
+            .execute_raw(
+                "UPDATE events SET payload = '{\"type\":\"PendingCredited\",\"amount_minor\":\"x\"}' \
+                 WHERE global_position = 5",
+            )
+            .await
+            .unwrap();
+        let projections = store::open(&db.url).await.unwrap().projections;
+        let status = factledger::projection::spawn_wallet(db.store.clone(), projections.clone());
+        // It stops at event 5, says so, and keeps retrying (with backoff) there.
+        let stuck = wait_status(&status, "stopped at 5, retried", |s| s.retries >= 3).await;
+        assert_eq!(stuck.position, 4, "{stuck:?}");
+        assert_eq!(stuck.error_position, Some(5), "{stuck:?}");
+        assert_eq!(stuck.lag_events, head - 4, "{stuck:?}");
+        let error = stuck.last_error.clone().unwrap_or_default();
+        assert!(error.contains("event 5"), "{error}");
+        // Once the event is readable again, the next retry goes through.
+        db.store
+            .execute_raw(&format!(
+                "UPDATE events SET payload = '{original}' WHERE global_position = 5"
+            ))
+            .await
+            .unwrap();
+        let recovered = wait_status(&status, "recovered to the head", |s| s.position == head).await;
+        assert_eq!(recovered.last_error, None, "{recovered:?}");
+        assert_eq!(recovered.error_position, None, "{recovered:?}");
+        assert_eq!(count(&db, "SELECT COUNT(*) FROM wallet_ledger").await, 13);
     }
 );
