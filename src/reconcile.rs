@@ -55,6 +55,10 @@ pub const PAGE_ROWS: i64 = 5_000;
 pub const PAGE_ROWS_MAX: i64 = 50_000;
 /// Findings kept in a report; counts stay exact beyond it (`findings_truncated`).
 pub const FINDINGS_STORED_MAX: usize = 1_000;
+/// A running run renews its heartbeat this often...
+pub const RUN_HEARTBEAT_MS: u64 = 1_000;
+/// ...and is reported `abandoned` when its heartbeat is older than this.
+pub const RUN_HEARTBEAT_TIMEOUT_MS: i64 = 10_000;
 /// Wallets one run repairs by scoped rebuild. Drift wider than this is a job for a
 /// full rebuild (`factledger rebuild wallet`), which is built for it.
 pub const REPAIR_WALLETS_MAX: usize = 10_000;
@@ -1636,6 +1640,9 @@ pub enum RunStatus {
     Running,
     Succeeded,
     Failed,
+    /// Still `running` in its row, but its process stopped renewing the heartbeat
+    /// (killed or restarted): it will never finish.
+    Abandoned,
 }
 
 impl RunStatus {
@@ -1644,6 +1651,7 @@ impl RunStatus {
             RunStatus::Running => "running",
             RunStatus::Succeeded => "succeeded",
             RunStatus::Failed => "failed",
+            RunStatus::Abandoned => "abandoned",
         }
     }
 
@@ -1690,8 +1698,8 @@ pub async fn start_run(
         error: None,
         report: None,
     };
-    let sql = "INSERT INTO reconciliations (id, status, repair, requested_by, started_at) \
-               VALUES (?, ?, ?, ?, ?)";
+    let sql = "INSERT INTO reconciliations (id, status, repair, requested_by, started_at, \
+               heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)";
     macro_rules! insert {
         ($p:expr) => {
             sqlx::query(sql)
@@ -1699,6 +1707,7 @@ pub async fn start_run(
                 .bind(run.status.as_str())
                 .bind(run.repair)
                 .bind(&run.requested_by)
+                .bind(&run.started_at)
                 .bind(&run.started_at)
                 .execute($p)
                 .await?
@@ -1723,7 +1732,37 @@ pub async fn finish_run(
         repair: run.repair,
         ..ReconcileOptions::default()
     };
+    // Renew the heartbeat while the replay works (it holds one snapshot on its own
+    // connection; the heartbeat uses another).
+    let heartbeat = tokio::spawn({
+        let (db, id) = (db.clone(), run.id.clone());
+        async move {
+            let sql = "UPDATE reconciliations SET heartbeat_at = ? WHERE id = ?";
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(RUN_HEARTBEAT_MS)).await;
+                let now = time_text(&Utc::now());
+                let renewed = match &db {
+                    ProjectionDb::Mysql(p) => sqlx::query(sql)
+                        .bind(&now)
+                        .bind(&id)
+                        .execute(p)
+                        .await
+                        .map(|_| ()),
+                    ProjectionDb::Sqlite(p) => sqlx::query(sql)
+                        .bind(&now)
+                        .bind(&id)
+                        .execute(p)
+                        .await
+                        .map(|_| ()),
+                };
+                if let Err(e) = renewed {
+                    tracing::warn!(id = %id, error = %e, "cannot renew the reconciliation heartbeat");
+                }
+            }
+        }
+    });
     let outcome = reconcile(store, db, options).await;
+    heartbeat.abort();
     let mut run = run;
     run.finished_at = Some(time_text(&Utc::now()));
     match outcome {
@@ -1762,8 +1801,8 @@ pub async fn finish_run(
 
 /// A recorded run by id.
 pub async fn find_run(db: &ProjectionDb, id: &str) -> Result<Option<Run>, ReconcileError> {
-    let sql = "SELECT id, status, repair, requested_by, started_at, finished_at, report, error \
-               FROM reconciliations WHERE id = ?";
+    let sql = "SELECT id, status, repair, requested_by, started_at, finished_at, report, error, \
+               heartbeat_at FROM reconciliations WHERE id = ?";
     type Stored = (
         String,
         String,
@@ -1773,6 +1812,7 @@ pub async fn find_run(db: &ProjectionDb, id: &str) -> Result<Option<Run>, Reconc
         Option<String>,
         Option<String>,
         Option<String>,
+        String,
     );
     macro_rules! read {
         ($p:expr, $row:ty) => {{
@@ -1787,6 +1827,7 @@ pub async fn find_run(db: &ProjectionDb, id: &str) -> Result<Option<Run>, Reconc
                     r.opt_text(5)?,
                     r.opt_text(6)?,
                     r.opt_text(7)?,
+                    r.text(8)?,
                 ))
             })
             .transpose()?
@@ -1796,14 +1837,19 @@ pub async fn find_run(db: &ProjectionDb, id: &str) -> Result<Option<Run>, Reconc
         ProjectionDb::Mysql(p) => read!(p, MySqlRow),
         ProjectionDb::Sqlite(p) => read!(p, SqliteRow),
     };
-    let Some((id, status, repair, requested_by, started_at, finished_at, report, error)) = stored
+    let Some((id, status, repair, requested_by, started_at, finished_at, report, error, beat)) =
+        stored
     else {
         return Ok(None);
     };
-    let status = RunStatus::parse(&status).ok_or_else(|| ReconcileError::StoredStatus {
+    let mut status = RunStatus::parse(&status).ok_or_else(|| ReconcileError::StoredStatus {
         id: id.clone(),
         status,
     })?;
+    let stale = time_text(&(Utc::now() - chrono::Duration::milliseconds(RUN_HEARTBEAT_TIMEOUT_MS)));
+    if status == RunStatus::Running && beat < stale {
+        status = RunStatus::Abandoned;
+    }
     let report = report
         .map(|r| serde_json::from_str::<Report>(&r))
         .transpose()

@@ -711,3 +711,27 @@ both_backends!(
         );
     }
 );
+
+both_backends!(
+    a_run_whose_process_died_reads_as_abandoned,
+    |db: TestDb| async move {
+        let p = projections(&db).await;
+        let old = "2000-01-01T00:00:00.000000Z";
+        let fresh = factledger::store::time_text(&chrono::Utc::now());
+        for (id, beat) in [("run-dead", old), ("run-alive", fresh.as_str())] {
+            db.store
+                .execute_raw(&format!(
+                    "INSERT INTO reconciliations (id, status, repair, requested_by, started_at, \
+                     heartbeat_at) VALUES ('{id}', 'running', 0, 'test', '{old}', '{beat}')"
+                ))
+                .await
+                .unwrap();
+        }
+        let status = |id: &'static str| {
+            let p = p.clone();
+            async move { reconcile::find_run(&p, id).await.unwrap().unwrap().status }
+        };
+        assert_eq!(status("run-dead").await, RunStatus::Abandoned);
+        assert_eq!(status("run-alive").await, RunStatus::Running);
+    }
+);

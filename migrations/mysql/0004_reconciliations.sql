@@ -4,7 +4,8 @@
 -- projection's checkpoint in its snapshot), so the run can be repeated exactly.
 CREATE TABLE reconciliations (
     id CHAR(36) NOT NULL PRIMARY KEY,
-    -- running | succeeded | failed
+    -- running | succeeded | failed (read back as `abandoned` when a running run's
+    -- heartbeat is older than the run's heartbeat timeout: its process died)
     status VARCHAR(16) NOT NULL,
     repair BOOLEAN NOT NULL,
     requested_by VARCHAR(128) NOT NULL,
@@ -12,6 +13,8 @@ CREATE TABLE reconciliations (
     -- RFC 3339 UTC text, written by the same code on both backends.
     started_at VARCHAR(32) NOT NULL,
     finished_at VARCHAR(32) NULL,
+    -- Renewed every second while the run works.
+    heartbeat_at VARCHAR(32) NOT NULL,
     -- The JSON report of a finished run.
     report LONGTEXT NULL,
     error TEXT NULL

@@ -7,6 +7,7 @@ CREATE TABLE reconciliations (
     up_to_position INTEGER NULL,
     started_at TEXT NOT NULL,
     finished_at TEXT NULL,
+    heartbeat_at TEXT NOT NULL,
     report TEXT NULL,
     error TEXT NULL
 );
