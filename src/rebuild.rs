@@ -264,9 +264,11 @@ async fn take_lease(db: &ProjectionDb, id: &str) -> Result<(), RebuildError> {
                 .rows_affected();
             if taken != 1 {
                 let row = sqlx::query(holder).bind(wallet::NAME).fetch_one($p).await?;
+                // (Released again in between: the caller may simply retry.)
+                let id: Option<String> = $holder(&row)?;
                 return Err(RebuildError::AlreadyRunning {
                     projection: wallet::NAME.to_owned(),
-                    id: $holder(&row)?,
+                    id: id.unwrap_or_else(|| "(just finished)".to_owned()),
                 });
             }
             sqlx::query(abandon)
@@ -280,10 +282,11 @@ async fn take_lease(db: &ProjectionDb, id: &str) -> Result<(), RebuildError> {
     use sqlx::Row;
     match db {
         ProjectionDb::Mysql(p) => take!(p, |r: &sqlx::mysql::MySqlRow| {
-            crate::store::mysql::text(r, 0)
+            crate::store::mysql::opt_text(r, 0)
         }),
         ProjectionDb::Sqlite(p) => {
-            take!(p, |r: &sqlx::sqlite::SqliteRow| r.try_get::<String, _>(0))
+            take!(p, |r: &sqlx::sqlite::SqliteRow| r
+                .try_get::<Option<String>, _>(0))
         }
     }
     Ok(())
