@@ -128,8 +128,9 @@ pub struct RebuildStatus {
     /// `running`, `succeeded`, `failed`, or `abandoned` (running, but its process
     /// stopped renewing its lease: killed or stalled).
     pub status: String,
-    /// `copying` (filling the shadow tables), `catching_up` (live held, shadow
-    /// reaching the head), `swapping`, `done`.
+    /// `copying` (filling the shadow tables), `waiting` (for running reconciliations
+    /// to end before the swap), `catching_up` (live held, shadow reaching the head),
+    /// `swapping`, `done`.
     pub stage: String,
     /// The head of the log when the rebuild started (what `copying` reads up to).
     pub target_position: i64,
@@ -476,6 +477,7 @@ async fn full(
         &mut applied,
     )
     .await?;
+    wait_for_reconciliations(db, rebuild, position, target, applied, progress).await?;
     // Hold: the runner stops advancing the live tables.
     set_hold(db, &rebuild.id).await?;
     let head = store.head_position().await?;
@@ -754,6 +756,62 @@ macro_rules! record_progress {
         .execute(&mut *$tx)
         .await?;
     }};
+}
+
+/// Longest a full rebuild waits for running reconciliations before it swaps anyway.
+pub const RECONCILIATION_WAIT_MS_MAX: u64 = 10 * 60 * 1_000;
+
+/// Wait (renewing the lease) while a reconciliation is running. Its snapshot reads the
+/// live tables until it ends; on MariaDB a `RENAME TABLE` waits for it and every read
+/// of those tables queues behind the rename, so the swap would stall the service's
+/// reads. Better the rebuild waits. Runs whose heartbeat stopped do not count.
+async fn wait_for_reconciliations(
+    db: &ProjectionDb,
+    rebuild: &Rebuild,
+    position: i64,
+    target: i64,
+    applied: i64,
+    progress: &(dyn Fn(Progress) + Send + Sync),
+) -> Result<(), RebuildError> {
+    let sql = "SELECT COUNT(*) FROM reconciliations WHERE status = 'running' \
+               AND heartbeat_at >= ?";
+    let started = std::time::Instant::now();
+    loop {
+        let fresh = time_text(
+            &(chrono::Utc::now()
+                - chrono::Duration::milliseconds(crate::reconcile::RUN_HEARTBEAT_TIMEOUT_MS)),
+        );
+        let running: i64 = match db {
+            ProjectionDb::Mysql(p) => sqlx::query_scalar(sql).bind(&fresh).fetch_one(p).await?,
+            ProjectionDb::Sqlite(p) => sqlx::query_scalar(sql).bind(&fresh).fetch_one(p).await?,
+        };
+        if running == 0 {
+            return Ok(());
+        }
+        if started.elapsed() >= Duration::from_millis(RECONCILIATION_WAIT_MS_MAX) {
+            tracing::warn!(rebuild = %rebuild.id, running, "swapping although reconciliations still run");
+            return Ok(());
+        }
+        progress(Progress {
+            stage: "waiting",
+            position,
+            target_position: target,
+            events_applied: applied,
+        });
+        macro_rules! keep {
+            ($p:expr) => {{
+                let mut tx = $p.begin().await?;
+                renew!(tx, &rebuild.id);
+                record_progress!(tx, &rebuild.id, "waiting", position, applied);
+                tx.commit().await?;
+            }};
+        }
+        match db {
+            ProjectionDb::Mysql(p) => keep!(p),
+            ProjectionDb::Sqlite(p) => keep!(p),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// Write one batch into the shadow tables, renewing the lease, in one transaction.

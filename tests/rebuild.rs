@@ -567,3 +567,60 @@ both_backends!(
         assert_eq!(running, 0);
     }
 );
+
+both_backends!(
+    a_full_rebuild_waits_for_a_running_reconciliation_before_it_swaps,
+    |db: TestDb| async move {
+        let bus = CommandBus::<Wallet>::start(db.store.clone());
+        history(&bus, "w-", 3).await;
+        let projections = store::open(&db.url).await.unwrap().projections;
+        catch_up_wallet(&db.store, &projections).await.unwrap();
+        let live = dump(&projections).await;
+        // A reconciliation whose process died (old heartbeat) does not hold anything
+        // up; a live one does.
+        let old = "2000-01-01T00:00:00.000000Z";
+        let fresh = factledger::store::time_text(&chrono::Utc::now());
+        for (id, beat) in [("run-dead", old), ("run-alive", fresh.as_str())] {
+            exec(
+                &db,
+                &format!(
+                    "INSERT INTO reconciliations (id, status, repair, requested_by, \
+                     started_at, heartbeat_at) VALUES ('{id}', 'running', 0, 't', '{old}', \
+                     '{beat}')"
+                ),
+            )
+            .await;
+        }
+        let started = rebuild::begin(&db.store, &projections, "wallet", Scope::Full, "t")
+            .await
+            .unwrap();
+        let task = {
+            let (store, p, started) = (db.store.clone(), projections.clone(), started.clone());
+            tokio::spawn(async move {
+                rebuild::run(&store, &p, &started, &RebuildOptions::default(), &|_| {}).await
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = rebuild::status(&projections, &started.id)
+                .await
+                .unwrap()
+                .unwrap();
+            if s.stage == "waiting" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never waited: {s:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!task.is_finished(), "swapped while a reconciliation ran");
+        exec(
+            &db,
+            "UPDATE reconciliations SET status = 'succeeded' WHERE id = 'run-alive'",
+        )
+        .await;
+        let status = task.await.unwrap().expect("rebuild succeeds");
+        assert_eq!(status.status, "succeeded");
+        assert_eq!(dump(&projections).await, live);
+    }
+);
