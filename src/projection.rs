@@ -341,6 +341,10 @@ pub async fn catch_up_wallet(store: &DynStore, db: &ProjectionDb) -> Result<u64,
 
 /// How often an idle runner looks for new events (the "within 100 ms" budget).
 pub const POLL_IDLE_MS: u64 = 10;
+/// How often a runner whose checkpoint is held by a rebuild tries again.
+pub const POLL_HELD_MS: u64 = 50;
+/// How often such a runner looks for a hold left by a dead rebuild.
+pub const RESOLVE_HOLD_EVERY_MS: u64 = 1_000;
 /// Longest pause between retries of a failing projector.
 pub const RETRY_BACKOFF_MS_MAX: u64 = 5_000;
 /// Longest a read with `min_position` waits for the projection to get there.
@@ -383,11 +387,19 @@ pub fn spawn_wallet(store: DynStore, db: ProjectionDb) -> SharedStatus {
     let shared = status.clone();
     tokio::spawn(async move {
         let mut backoff_ms = 0u64;
+        let mut last_resolve: Option<std::time::Instant> = None;
         loop {
             let outcome = catch_up_wallet(&store, &db).await;
-            if let Err(RunnerError::CheckpointMoved(_)) = outcome {
-                // Held by a rebuild, or raced by another runner. A hold whose rebuild
-                // died would stop this projection for good: resolve it once stale.
+            let held = matches!(outcome, Err(RunnerError::CheckpointMoved(_)));
+            // Held by a rebuild, or raced by another runner. A hold whose rebuild died
+            // would stop this projection for good: look for a stale one, now and then
+            // (a live rebuild releases its own hold).
+            if held
+                && !last_resolve.is_some_and(|t| {
+                    t.elapsed() < std::time::Duration::from_millis(RESOLVE_HOLD_EVERY_MS)
+                })
+            {
+                last_resolve = Some(std::time::Instant::now());
                 if let Err(e) = crate::rebuild::resolve_stale_hold(&db).await {
                     tracing::warn!(projection = wallet::NAME, error = %e, "cannot resolve a stale rebuild hold");
                 }
@@ -413,8 +425,11 @@ pub fn spawn_wallet(store: DynStore, db: ProjectionDb) -> SharedStatus {
                 }
             }
             refresh(&store, &db, &shared).await;
+            // While held, a batch read and projected is thrown away: poll slower.
             let pause = if backoff_ms > 0 {
                 backoff_ms
+            } else if held {
+                POLL_HELD_MS
             } else {
                 POLL_IDLE_MS
             };

@@ -185,7 +185,7 @@ fn now() -> String {
 }
 
 fn lease_cutoff() -> String {
-    time_text(&(chrono::Utc::now() - chrono::Duration::milliseconds(LEASE_MS)))
+    crate::store::time_text_ago(LEASE_MS)
 }
 
 /// Register a rebuild of `projection`. A full rebuild first resolves a hold left by a
@@ -777,10 +777,7 @@ async fn wait_for_reconciliations(
                AND heartbeat_at >= ?";
     let started = std::time::Instant::now();
     loop {
-        let fresh = time_text(
-            &(chrono::Utc::now()
-                - chrono::Duration::milliseconds(crate::reconcile::RUN_HEARTBEAT_TIMEOUT_MS)),
-        );
+        let fresh = crate::store::time_text_ago(crate::reconcile::RUN_HEARTBEAT_TIMEOUT_MS);
         let running: i64 = match db {
             ProjectionDb::Mysql(p) => sqlx::query_scalar(sql).bind(&fresh).fetch_one(p).await?,
             ProjectionDb::Sqlite(p) => sqlx::query_scalar(sql).bind(&fresh).fetch_one(p).await?,

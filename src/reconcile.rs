@@ -1846,7 +1846,7 @@ pub async fn find_run(db: &ProjectionDb, id: &str) -> Result<Option<Run>, Reconc
         id: id.clone(),
         status,
     })?;
-    let stale = time_text(&(Utc::now() - chrono::Duration::milliseconds(RUN_HEARTBEAT_TIMEOUT_MS)));
+    let stale = crate::store::time_text_ago(RUN_HEARTBEAT_TIMEOUT_MS);
     if status == RunStatus::Running && beat < stale {
         status = RunStatus::Abandoned;
     }

@@ -244,6 +244,12 @@ pub fn time_text(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
+/// [`time_text`] of the moment `ms` milliseconds ago (lease and heartbeat cut-offs:
+/// the fixed-width text compares in time order).
+pub fn time_text_ago(ms: i64) -> String {
+    time_text(&(Utc::now() - chrono::Duration::milliseconds(ms)))
+}
+
 impl SealedEvent {
     /// Seal one event of a stream: metadata as stored, and the hash chained to
     /// `prev_hash`. `recorded_at` must already be truncated to microseconds.
