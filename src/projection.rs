@@ -252,13 +252,21 @@ impl ProjectionDb {
                       (SELECT 1 FROM projection_checkpoints WHERE name = ?)";
         macro_rules! create {
             ($p:expr) => {{
-                sqlx::query(insert)
+                let created = sqlx::query(insert)
                     .bind(name)
                     .bind(version)
                     .bind(&now)
                     .bind(name)
                     .execute($p)
-                    .await?;
+                    .await;
+                match created {
+                    // Two first uses at once both see no row (MariaDB, READ
+                    // COMMITTED); the second insert hits the key: the row is there.
+                    Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {}
+                    other => {
+                        other?;
+                    }
+                }
                 sqlx::query_scalar(select).bind(name).fetch_one($p).await?
             }};
         }
