@@ -15,8 +15,9 @@
 //! backoff, then reported as `CONCURRENCY_CONFLICT`.
 
 use crate::store::{
-    full_metadata, CommittedUnit, DynStore, EventView, IdempotencyRow, LedgerRefRow, Metadata,
-    SealedEvent, SnapshotRow, StoreError, StreamAppend, UnitOfWork, GENESIS_HASH, READ_LIMIT_MAX,
+    full_metadata, CommittedUnit, DynStore, EventView, Fence, IdempotencyRow, JobRow, LedgerRefRow,
+    Metadata, OutboxRow, SealedEvent, SnapshotRow, StoreError, StreamAppend, UnitOfWork,
+    GENESIS_HASH, READ_LIMIT_MAX,
 };
 use chrono::Utc;
 use factledger_aggregates::{Decide, InvariantViolation};
@@ -50,6 +51,25 @@ pub struct CommandEnvelope<C> {
     pub command: C,
     pub metadata: Metadata,
     pub idempotency: Option<IdempotencyRow>,
+    /// Follow-up jobs submitted in the same transaction as the events.
+    pub jobs: Vec<JobRow>,
+    /// Set when a job handler sends the command: the unit commits only while that
+    /// claim is current (else `StoreError::Fenced`, nothing written).
+    pub fence: Option<Fence>,
+}
+
+impl<C> CommandEnvelope<C> {
+    /// A command with its metadata; no idempotency key, follow-ups or fence.
+    pub fn new(aggregate_id: impl Into<String>, command: C, metadata: Metadata) -> Self {
+        Self {
+            aggregate_id: aggregate_id.into(),
+            command,
+            metadata,
+            idempotency: None,
+            jobs: Vec::new(),
+            fence: None,
+        }
+    }
 }
 
 /// What a command did: its events with their global positions.
@@ -477,6 +497,32 @@ where
     }
 }
 
+/// The outbox message of one event (SPEC R-OUT-1): `type` is `<aggregate>.<event>`,
+/// the payload the event with the ids a consumer needs to deduplicate and to find it
+/// in the audit history.
+fn outbox_row(
+    aggregate_type: &str,
+    aggregate_id: &str,
+    e: &SealedEvent,
+    payload: &serde_json::Value,
+) -> OutboxRow {
+    OutboxRow {
+        aggregatetype: aggregate_type.to_owned(),
+        aggregateid: aggregate_id.to_owned(),
+        r#type: format!("{aggregate_type}.{}", e.event_type),
+        payload: serde_json::json!({
+            "event_id": e.event_id.to_string(),
+            "sequence": e.sequence,
+            "event_type": e.event_type,
+            "correlation_id": e.correlation_id,
+            "actor": e.actor,
+            "recorded_at": crate::store::time_text(&e.recorded_at),
+            "payload": payload,
+        })
+        .to_string(),
+    }
+}
+
 fn outcome(mut views: Vec<EventView>, committed: &CommittedUnit) -> CommandOutcome {
     for (v, p) in views.iter_mut().zip(&committed.positions) {
         v.global_position = *p;
@@ -526,6 +572,7 @@ where
     let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 6);
     let mut sealed = Vec::with_capacity(events.len());
     let mut views = Vec::with_capacity(events.len());
+    let mut outbox = Vec::new();
     let mut prev = loaded.last_hash.clone();
     for (i, e) in events.iter().enumerate() {
         let payload_value = serde_json::to_value(e)
@@ -552,6 +599,14 @@ where
         )
         .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
         prev = event.hash.clone();
+        if A::OUTBOX {
+            outbox.push(outbox_row(
+                A::TYPE,
+                &env.aggregate_id,
+                &event,
+                &payload_value,
+            ));
+        }
         views.push(EventView {
             global_position: 0,
             aggregate_type: A::TYPE.to_owned(),
@@ -610,6 +665,9 @@ where
         ledger_refs,
         idempotency: env.idempotency.clone(),
         snapshots,
+        jobs: env.jobs.clone(),
+        outbox,
+        fence: env.fence,
         fail_after_streams: None,
     };
     loaded.state = scratch;

@@ -1,8 +1,11 @@
 //! factledger: an event-sourced money ledger. See ARCHITECTURE.md for the map.
 
+pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod bus;
+pub mod db;
+pub mod jobs;
 pub mod projection;
 pub mod rebuild;
 pub mod reconcile;

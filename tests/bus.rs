@@ -29,6 +29,8 @@ fn env(id: &str, command: WalletCommand) -> CommandEnvelope<WalletCommand> {
         command,
         metadata: meta(0),
         idempotency: None,
+        jobs: Vec::new(),
+        fence: None,
     }
 }
 

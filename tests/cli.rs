@@ -79,6 +79,8 @@ async fn append(store: &DynStore, id: &str, commands: &[Value]) {
                 country_code: "ID".into(),
             },
             idempotency: None,
+            jobs: Vec::new(),
+            fence: None,
         })
         .await
         .expect("command succeeds");

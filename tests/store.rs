@@ -289,7 +289,7 @@ fn three_stream_unit() -> UnitOfWork {
             last_hash: h,
             state: "{}".into(),
         }],
-        fail_after_streams: None,
+        ..Default::default()
     }
 }
 
@@ -762,6 +762,8 @@ both_backends!(
                 command: cmd,
                 metadata: meta(),
                 idempotency: None,
+                jobs: Vec::new(),
+                fence: None,
             })
             .await
             .unwrap();

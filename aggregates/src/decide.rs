@@ -38,4 +38,8 @@ pub trait Decide: Aggregate {
     /// Schema version of the snapshot shape; bump it when the aggregate's serialized
     /// state changes so old snapshots are ignored instead of misread.
     const SNAPSHOT_VERSION: i32;
+
+    /// Whether every event of this aggregate also writes an outbox message in its
+    /// transaction (SPEC R-OUT-1: money facts are told to the outside world).
+    const OUTBOX: bool = false;
 }

@@ -132,6 +132,8 @@ pub async fn post_command(
             command,
             metadata: caller.metadata(&state.config.country_code, key),
             idempotency,
+            jobs: Vec::new(),
+            fence: None,
         })
         .await
         .map_err(|e| {

@@ -103,6 +103,51 @@ pub struct SnapshotRow {
     pub state: String,
 }
 
+/// A job submitted in the same transaction as a unit's events (issue 4: "append the
+/// fact and enqueue the follow-up" is one transaction). Built and validated by
+/// `crate::jobs::JobSubmit`; the store only writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRow {
+    pub kind: String,
+    pub code: String,
+    /// As stored: the full key, or `<PREFIX>_BK:` + MD5 when it is too long.
+    pub business_key: String,
+    pub payload: String,
+    pub max_retry_count: i32,
+    /// When a new job becomes due (epoch ms): now, or later for a delayed job.
+    pub due_at_ms: i64,
+    /// A fact-change submit (R-JOB-2): an existing job gets the new payload and
+    /// generation + 1, and a job that is not running is revived to PENDING (retries
+    /// 0, error cleared, due now). A plain submit creates or reuses, never resets.
+    pub fact_change: bool,
+    /// The submit time (epoch ms).
+    pub now_ms: i64,
+    /// The request that submitted it (alerts carry them, R-MON-1).
+    pub request_id: Option<String>,
+    pub trace_id: Option<String>,
+}
+
+/// An outbox row (SPEC R-OUT-1, Debezium-style columns) written in the money
+/// transaction; its dense id is assigned by the store under the append lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRow {
+    pub aggregatetype: String,
+    pub aggregateid: String,
+    pub r#type: String,
+    /// JSON text.
+    pub payload: String,
+}
+
+/// The claim a job handler's unit is fenced by (issue 4 item 2, seed §9.2 fixed): the
+/// unit commits only if, in its own transaction, the job is still RUNNING with this
+/// `running_attempt`; the check locks the job row, so the lease cannot be recovered
+/// and re-claimed between the check and the commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    pub job_id: i64,
+    pub running_attempt: i64,
+}
+
 /// Everything one business action writes: all of it or nothing (SPEC R-ES-3).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct UnitOfWork {
@@ -110,6 +155,12 @@ pub struct UnitOfWork {
     pub ledger_refs: Vec<LedgerRefRow>,
     pub idempotency: Option<IdempotencyRow>,
     pub snapshots: Vec<SnapshotRow>,
+    /// Follow-up jobs submitted with the events.
+    pub jobs: Vec<JobRow>,
+    /// Messages for the outside world, relayed after commit.
+    pub outbox: Vec<OutboxRow>,
+    /// The job claim this unit's writes are fenced by, when a job handler writes it.
+    pub fence: Option<Fence>,
     /// Test hook (R-ES-3 proof): fail the write after this many streams were
     /// written, before the unit commits. Always `None` in the service.
     pub fail_after_streams: Option<usize>,
@@ -443,6 +494,11 @@ pub enum StoreError {
     Invalid(String),
     #[error("injected failure after {0} streams (test hook)")]
     Injected(usize),
+    /// The unit was fenced by a job claim that is no longer current (the job is not
+    /// RUNNING with that attempt any more: its lease was recovered, maybe re-claimed);
+    /// nothing of the unit was written.
+    #[error("fenced: job {job_id} is no longer RUNNING with attempt {running_attempt}; nothing was written")]
+    Fenced { job_id: i64, running_attempt: i64 },
 }
 
 #[async_trait]
@@ -528,6 +584,8 @@ pub struct Database {
     pub store: DynStore,
     pub keys: crate::auth::KeyStore,
     pub projections: crate::projection::ProjectionDb,
+    /// The pool for jobs, outbox, cron and callbacks.
+    pub db: crate::db::Db,
 }
 
 /// Open a database URL, run migrations, and hand out its parts.
@@ -537,19 +595,23 @@ pub async fn open(url: &str) -> anyhow::Result<Database> {
         let s = mysql::MysqlStore::connect(&url).await?;
         let keys = crate::auth::KeyStore::Mysql(s.pool().clone());
         let projections = crate::projection::ProjectionDb::Mysql(s.pool().clone());
+        let db = crate::db::Db::Mysql(s.pool().clone());
         Ok(Database {
             store: Arc::new(s),
             keys,
             projections,
+            db,
         })
     } else if url.starts_with("sqlite:") {
         let s = sqlite::SqliteStore::connect(url).await?;
         let keys = crate::auth::KeyStore::Sqlite(s.pool().clone());
         let projections = crate::projection::ProjectionDb::Sqlite(s.pool().clone());
+        let db = crate::db::Db::Sqlite(s.pool().clone());
         Ok(Database {
             store: Arc::new(s),
             keys,
             projections,
+            db,
         })
     } else {
         anyhow::bail!("database URL must start with mysql:// or sqlite:, got {url:?}")

@@ -44,6 +44,8 @@ enum Stmt {
     },
     CommandLog,
     Inject(usize),
+    /// The fence of this unit (index in the batch).
+    Fence(usize),
 }
 
 impl MysqlStore {
@@ -153,16 +155,46 @@ impl MysqlStore {
         } else {
             format!("CASE{cases} ELSE -1 END")
         };
+        let outbox_total: usize = units.iter().map(|u| u.outbox.len()).sum();
+        // Outbox ids are reserved by the same locking UPDATE (assignments run left to
+        // right, so @fl_obase is the id before this batch's rows).
+        let outbox_reserve = if outbox_total > 0 {
+            format!("last_outbox_id = (@fl_obase := last_outbox_id) + {outbox_total}, ")
+        } else {
+            String::new()
+        };
         // One statement takes the sequence lock, runs the guard and reserves the
         // positions; LAST_INSERT_ID(expr) hands the new last position back in the OK
-        // packet, so no SELECT is needed to learn it.
-        stmts.push((
-            format!(
-                "UPDATE event_sequence SET last_position = IF((@fl_bad := {bad}) < 0, \
-                 LAST_INSERT_ID((@fl_base := last_position) + {total}), NULL) WHERE id = 1"
-            ),
-            Stmt::StreamGuard(checked),
-        ));
+        // packet, so no SELECT is needed to learn it. A batch that appends no event
+        // and no outbox row (jobs submitted on their own) takes no lock at all.
+        if total > 0 || outbox_total > 0 || !checked.is_empty() {
+            stmts.push((
+                format!(
+                    "UPDATE event_sequence SET {outbox_reserve}last_position = \
+                     IF((@fl_bad := {bad}) < 0, \
+                     LAST_INSERT_ID((@fl_base := last_position) + {total}), NULL) WHERE id = 1"
+                ),
+                Stmt::StreamGuard(checked),
+            ));
+        }
+        // Fences, right after the sequence lock (lock order: sequence, then job rows,
+        // as for jobs submitted in a unit; claims and completions take job rows only).
+        // A claim that is no longer current writes NULL into a NOT NULL column:
+        // strict mode makes that error 1048 and the whole batch rolls back. The UPDATE
+        // also locks the job row to COMMIT, so the lease cannot be recovered and
+        // re-claimed between this check and the commit.
+        for (u, unit) in units.iter().enumerate() {
+            if let Some(f) = &unit.fence {
+                stmts.push((
+                    format!(
+                        "UPDATE jobs SET fenced_writes = IF(status = 1 AND running_attempt = {}, \
+                         fenced_writes + 1, NULL) WHERE id = {}",
+                        f.running_attempt, f.job_id
+                    ),
+                    Stmt::Fence(u),
+                ));
+            }
+        }
         // One multi-row INSERT for the whole batch, unless a unit asks for an
         // injected failure between its streams (tests): then one per stream.
         let split = units.iter().any(|u| u.fail_after_streams.is_some());
@@ -286,6 +318,47 @@ impl MysqlStore {
                 Stmt::Events { unit: 0, stream: 0 },
             ));
         }
+        let mut outbox = String::new();
+        let mut next_outbox = 0usize;
+        let mut plain_jobs = Vec::new();
+        let mut fact_jobs = Vec::new();
+        for unit in units {
+            for o in &unit.outbox {
+                next_outbox += 1;
+                outbox.push_str(if outbox.is_empty() { "" } else { "," });
+                let _ = write!(
+                    outbox,
+                    "(@fl_obase + {next_outbox}, {}, {}, {}, {}, {})",
+                    lit(&o.aggregatetype),
+                    lit(&o.aggregateid),
+                    lit(&o.r#type),
+                    lit(&o.payload),
+                    chrono::Utc::now().timestamp_millis()
+                );
+            }
+            for j in &unit.jobs {
+                if j.fact_change {
+                    fact_jobs.push(j);
+                } else {
+                    plain_jobs.push(j);
+                }
+            }
+        }
+        if !outbox.is_empty() {
+            stmts.push((
+                format!(
+                    "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, \
+                     created_at_ms) VALUES {outbox}"
+                ),
+                Stmt::Plain,
+            ));
+        }
+        if !plain_jobs.is_empty() {
+            stmts.push((jobs_insert(&plain_jobs, false), Stmt::Plain));
+        }
+        if !fact_jobs.is_empty() {
+            stmts.push((jobs_insert(&fact_jobs, true), Stmt::Plain));
+        }
         if !snaps.is_empty() {
             stmts.push((
                 format!(
@@ -302,6 +375,52 @@ impl MysqlStore {
         stmts.push(("COMMIT".into(), Stmt::Plain));
         Ok((stmts, offset))
     }
+}
+
+/// Submit jobs (R-JOB-2). Plain: create or reuse, never reset (`id = id` is a no-op
+/// on a duplicate code). Fact change: new payload, generation + 1, and a job that is
+/// not RUNNING revived to PENDING with retries 0, error cleared, due now; a RUNNING
+/// one keeps running and goes back to PENDING when its round ends (the completion
+/// sees the newer generation). MariaDB evaluates these assignments left to right, so
+/// `status` is assigned last: every `IF` before it reads the old status.
+fn jobs_insert(rows: &[&super::JobRow], fact_change: bool) -> String {
+    let mut values = String::new();
+    for j in rows {
+        values.push_str(if values.is_empty() { "" } else { "," });
+        let _ = write!(
+            values,
+            "({}, {}, {}, {}, 0, 0, {}, {}, 0, 0, 0, {}, {}, {}, {})",
+            lit(&j.kind),
+            lit(&j.code),
+            lit(&j.business_key),
+            lit(&j.payload),
+            j.max_retry_count,
+            j.due_at_ms,
+            j.now_ms,
+            j.now_ms,
+            j.request_id
+                .as_deref()
+                .map_or_else(|| "NULL".to_owned(), lit),
+            j.trace_id.as_deref().map_or_else(|| "NULL".to_owned(), lit),
+        );
+    }
+    let on_duplicate = if fact_change {
+        "payload = VALUES(payload), request_generation = request_generation + 1, \
+         retry_count = IF(status = 1, retry_count, 0), \
+         last_error = IF(status = 1, last_error, NULL), \
+         first_failed_at_ms = IF(status = 1, first_failed_at_ms, NULL), \
+         next_execute_at_ms = IF(status = 1, next_execute_at_ms, VALUES(next_execute_at_ms)), \
+         request_id = VALUES(request_id), trace_id = VALUES(trace_id), \
+         updated_at_ms = VALUES(updated_at_ms), status = IF(status = 1, 1, 0)"
+    } else {
+        "id = id"
+    };
+    format!(
+        "INSERT INTO jobs (kind, code, business_key, payload, status, retry_count, \
+         max_retry_count, next_execute_at_ms, request_generation, running_generation, \
+         running_attempt, created_at_ms, updated_at_ms, request_id, trace_id) VALUES {values} \
+         ON DUPLICATE KEY UPDATE {on_duplicate}"
+    )
 }
 
 const INSERT_EVENTS: &str = "INSERT INTO events (global_position, aggregate_type, aggregate_id, \
@@ -403,6 +522,13 @@ fn map_failure(
             conflict(unit, stream)
         }
         (Some(Stmt::CommandLog), Some(1062)) => StoreError::DuplicateIdempotencyKey(e.to_string()),
+        (Some(Stmt::Fence(u)), Some(1048)) => match units.get(*u).and_then(|u| u.fence) {
+            Some(f) => StoreError::Fenced {
+                job_id: f.job_id,
+                running_attempt: f.running_attempt,
+            },
+            None => StoreError::Database(e.to_string()),
+        },
         (Some(Stmt::Inject(n)), _) => StoreError::Injected(*n),
         _ => StoreError::Database(e.to_string()),
     }
@@ -576,9 +702,15 @@ impl EventStore for MysqlStore {
         let (done, last, result) = run_script(&mut conn, &sql).await;
         match result {
             Ok(()) => {
-                let base = last.map(|l| l - total as i64).ok_or_else(|| {
-                    StoreError::OutcomeUnknown("append committed but returned no position".into())
-                })?;
+                let base = match last {
+                    Some(l) => l - total as i64,
+                    None if total == 0 => 0,
+                    None => {
+                        return Err(StoreError::OutcomeUnknown(
+                            "append committed but returned no position".into(),
+                        ))
+                    }
+                };
                 let mut next = base;
                 let committed = units
                     .iter()

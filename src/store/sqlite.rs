@@ -59,8 +59,34 @@ impl SqliteStore {
             .await
             .map_err(db_err)?;
         let mut next = base;
+        let mut next_outbox: i64 =
+            sqlx::query_scalar("SELECT last_outbox_id FROM event_sequence WHERE id = 1")
+                .fetch_one(&mut **tx)
+                .await
+                .map_err(db_err)?;
+        let now_ms = Utc::now().timestamp_millis();
         let mut committed = Vec::with_capacity(units.len());
         for unit in units {
+            // The fence first: a stale claim writes nothing (BEGIN IMMEDIATE holds the
+            // database lock, so nothing can recover the lease before this commits).
+            if let Some(f) = &unit.fence {
+                let fenced = sqlx::query(
+                    "UPDATE jobs SET fenced_writes = fenced_writes + 1 \
+                     WHERE id = ? AND status = 1 AND running_attempt = ?",
+                )
+                .bind(f.job_id)
+                .bind(f.running_attempt)
+                .execute(&mut **tx)
+                .await
+                .map_err(db_err)?
+                .rows_affected();
+                if fenced != 1 {
+                    return Err(StoreError::Fenced {
+                        job_id: f.job_id,
+                        running_attempt: f.running_attempt,
+                    });
+                }
+            }
             let refs = unit.ledger_refs_by_event()?;
             let mut positions = Vec::with_capacity(unit.event_count());
             // The key first: a repeated request is reported as such (and replayed by
@@ -169,15 +195,75 @@ impl SqliteStore {
                 .await
                 .map_err(db_err)?;
             }
+            for o in &unit.outbox {
+                next_outbox += 1;
+                sqlx::query(
+                    "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, \
+                     created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                )
+                .bind(next_outbox)
+                .bind(&o.aggregatetype)
+                .bind(&o.aggregateid)
+                .bind(&o.r#type)
+                .bind(&o.payload)
+                .bind(now_ms)
+                .execute(&mut **tx)
+                .await
+                .map_err(db_err)?;
+            }
+            for j in &unit.jobs {
+                submit_job(tx, j).await?;
+            }
             committed.push(CommittedUnit { positions });
         }
-        sqlx::query("UPDATE event_sequence SET last_position = ? WHERE id = 1")
+        sqlx::query("UPDATE event_sequence SET last_position = ?, last_outbox_id = ? WHERE id = 1")
             .bind(next)
+            .bind(next_outbox)
             .execute(&mut **tx)
             .await
             .map_err(db_err)?;
         Ok(committed)
     }
+}
+
+/// Submit one job (R-JOB-2): plain creates or reuses and never resets; a fact change
+/// takes the new payload, bumps the generation and revives a job that is not RUNNING
+/// to PENDING (retries 0, error cleared, due now). SQLite evaluates every assignment
+/// against the old row.
+async fn submit_job(tx: &mut Transaction<'_, Sqlite>, j: &super::JobRow) -> Result<(), StoreError> {
+    let on_conflict = if j.fact_change {
+        "UPDATE SET payload = excluded.payload, request_generation = request_generation + 1, \
+         retry_count = CASE WHEN status = 1 THEN retry_count ELSE 0 END, \
+         last_error = CASE WHEN status = 1 THEN last_error ELSE NULL END, \
+         first_failed_at_ms = CASE WHEN status = 1 THEN first_failed_at_ms ELSE NULL END, \
+         next_execute_at_ms = CASE WHEN status = 1 THEN next_execute_at_ms \
+         ELSE excluded.next_execute_at_ms END, \
+         request_id = excluded.request_id, trace_id = excluded.trace_id, \
+         updated_at_ms = excluded.updated_at_ms, \
+         status = CASE WHEN status = 1 THEN 1 ELSE 0 END"
+    } else {
+        "NOTHING"
+    };
+    sqlx::query(&format!(
+        "INSERT INTO jobs (kind, code, business_key, payload, status, retry_count, \
+         max_retry_count, next_execute_at_ms, request_generation, running_generation, \
+         running_attempt, created_at_ms, updated_at_ms, request_id, trace_id) \
+         VALUES (?, ?, ?, ?, 0, 0, ?, ?, 0, 0, 0, ?, ?, ?, ?) ON CONFLICT (code) DO {on_conflict}"
+    ))
+    .bind(&j.kind)
+    .bind(&j.code)
+    .bind(&j.business_key)
+    .bind(&j.payload)
+    .bind(j.max_retry_count)
+    .bind(j.due_at_ms)
+    .bind(j.now_ms)
+    .bind(j.now_ms)
+    .bind(&j.request_id)
+    .bind(&j.trace_id)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    Ok(())
 }
 
 fn time_text(t: &DateTime<Utc>) -> String {

@@ -117,6 +117,8 @@ pub async fn run(
         command,
         metadata: meta(),
         idempotency: None,
+        jobs: Vec::new(),
+        fence: None,
     })
     .await
     .expect("command succeeds");
@@ -144,4 +146,43 @@ macro_rules! both_backends {
             }
         }
     };
+}
+
+impl TestDb {
+    /// Another handle on the same database: the pools the service's parts use.
+    pub async fn database(&self) -> factledger::store::Database {
+        factledger::store::open(&self.url)
+            .await
+            .expect("open the test database again")
+    }
+}
+
+/// One integer from a SQL query, on either backend.
+pub async fn scalar(db: &factledger::db::Db, sql: &str) -> i64 {
+    match db {
+        factledger::db::Db::Mysql(p) => sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(p)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}")),
+        factledger::db::Db::Sqlite(p) => sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(p)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}")),
+    }
+}
+
+/// Run a statement on either backend.
+pub async fn exec(db: &factledger::db::Db, sql: &str) -> u64 {
+    match db {
+        factledger::db::Db::Mysql(p) => sqlx::raw_sql(sql)
+            .execute(p)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .rows_affected(),
+        factledger::db::Db::Sqlite(p) => sqlx::raw_sql(sql)
+            .execute(p)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .rows_affected(),
+    }
 }

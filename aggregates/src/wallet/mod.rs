@@ -155,6 +155,8 @@ impl Wallet {
 
 impl Decide for Wallet {
     const SNAPSHOT_VERSION: i32 = 1;
+    /// Every wallet movement is a money fact users and finance are told about.
+    const OUTBOX: bool = true;
 
     fn decide(&self, command: WalletCommand) -> Result<Vec<WalletEvent>, WalletError> {
         use WalletCommand as C;

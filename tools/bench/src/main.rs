@@ -391,6 +391,8 @@ async fn run(
             }),
             metadata: metadata(),
             idempotency: None,
+            jobs: Vec::new(),
+            fence: None,
         })
         .await
         .map_err(|e| anyhow::anyhow!("open wallet: {e}"))?;
@@ -435,6 +437,8 @@ async fn run(
                         command: cmd,
                         metadata: metadata(),
                         idempotency: None,
+                        jobs: Vec::new(),
+                        fence: None,
                     })
                     .await;
                 local.push(t.elapsed().as_micros() as u64);

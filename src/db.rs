@@ -1,0 +1,53 @@
+//! The database as the background machinery sees it (jobs, outbox, cron, callbacks):
+//! a pool of one of the two backends. The event store has its own trait
+//! (`crate::store::EventStore`); these modules write plain tables next to it.
+
+use sqlx::mysql::{MySqlPool, MySqlRow};
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::Row;
+
+#[derive(Clone, Debug)]
+pub enum Db {
+    Mysql(MySqlPool),
+    Sqlite(SqlitePool),
+}
+
+impl Db {
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Db::Mysql(_) => "mysql",
+            Db::Sqlite(_) => "sqlite",
+        }
+    }
+}
+
+/// Reading text columns the same way on both backends. MariaDB reports `_bin`
+/// collated columns as binary, which sqlx will not decode as `String` (see
+/// `store::mysql::text`).
+pub trait RowText {
+    fn text(&self, i: usize) -> Result<String, sqlx::Error>;
+    fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error>;
+}
+
+impl RowText for MySqlRow {
+    fn text(&self, i: usize) -> Result<String, sqlx::Error> {
+        crate::store::mysql::text(self, i)
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error> {
+        crate::store::mysql::opt_text(self, i)
+    }
+}
+
+impl RowText for SqliteRow {
+    fn text(&self, i: usize) -> Result<String, sqlx::Error> {
+        self.try_get(i)
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error> {
+        self.try_get(i)
+    }
+}
+
+/// Milliseconds since the Unix epoch, now (the unit of every `*_ms` column).
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
