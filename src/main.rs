@@ -26,6 +26,12 @@ enum Command {
         /// Country / data centre recorded on every event.
         #[arg(long, env = "FACTLEDGER_COUNTRY", default_value = "ID")]
         country_code: String,
+        /// Environment stamped on alerts (production, staging, dev…).
+        #[arg(long, env = "FACTLEDGER_ENV", default_value = "dev")]
+        environment: String,
+        /// Base URL operators reach this API at; alerts link to the audit view there.
+        #[arg(long, env = "FACTLEDGER_PUBLIC_URL")]
+        public_url: Option<String>,
     },
     /// Apply pending migrations and exit.
     Migrate,
@@ -72,6 +78,49 @@ enum Command {
         #[command(subcommand)]
         action: KeysAction,
     },
+    /// Inspect and operate durable jobs (prints JSON).
+    Jobs {
+        #[command(subcommand)]
+        action: JobsAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum JobsAction {
+    /// List jobs in id order.
+    List {
+        #[arg(long)]
+        kind: Option<String>,
+        /// PENDING, RUNNING, SUCCESS, FAILED or CANCELLED.
+        #[arg(long)]
+        status: Option<String>,
+        /// Jobs with an id above this one.
+        #[arg(long, default_value_t = 0)]
+        after: i64,
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
+    /// One job with each level of success.
+    Show { code: String },
+    /// Run the named jobs now, one after the other (no quota, due time or retry
+    /// limit; only PENDING/FAILED ones run).
+    Retry {
+        /// A job code (repeatable).
+        #[arg(long = "code")]
+        codes: Vec<String>,
+        /// A business key (repeatable).
+        #[arg(long = "key")]
+        business_keys: Vec<String>,
+    },
+    /// Stop every entry point from claiming jobs; submissions are still accepted.
+    Pause {
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Resume after a pause.
+    Resume,
+    /// Take a job now if the scan would (due, retries left, within quota).
+    Kick { code: String },
 }
 
 #[derive(Subcommand)]
@@ -105,9 +154,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve {
             listen,
             country_code,
+            environment,
+            public_url,
         } => {
             let cwd = std::env::current_dir()?;
-            let started = factledger::server::start(&cli.database_url, &country_code, &cwd).await?;
+            let options = factledger::server::ServeOptions {
+                environment: Some(environment),
+                public_url,
+                ..Default::default()
+            };
+            let started =
+                factledger::server::start_with(&cli.database_url, &country_code, &cwd, options)
+                    .await?;
             if let Some(key) = &started.admin_key {
                 println!(
                     "First start: created admin API key (shown once, also written to {}):\n{}",
@@ -282,7 +340,64 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Jobs { action } => jobs(&cli.database_url, action).await,
     }
+}
+
+/// `factledger jobs …`: the same operations as `/v1/jobs`, printed as JSON.
+async fn jobs(database_url: &str, action: JobsAction) -> anyhow::Result<ExitCode> {
+    use factledger::jobs::{ops, JobStatus, Selector};
+    let db = store::open(database_url).await?;
+    let country = std::env::var("FACTLEDGER_COUNTRY").unwrap_or_else(|_| "ID".into());
+    let mut options = factledger::server::ServeOptions::default();
+    let engine = factledger::server::job_engine(&db, &country, &mut options).await?;
+    let actor = "cli";
+    let out = match action {
+        JobsAction::List {
+            kind,
+            status,
+            after,
+            limit,
+        } => {
+            let status = match status.as_deref() {
+                None => None,
+                Some(s) => Some(JobStatus::parse(s).with_context(|| {
+                    format!(
+                        "--status {s:?}: expected PENDING, RUNNING, SUCCESS, FAILED or CANCELLED"
+                    )
+                })?),
+            };
+            serde_json::to_value(ops::list(&db.db, kind.as_deref(), status, after, limit).await?)?
+        }
+        JobsAction::Show { code } => match ops::show(&db.db, &code).await? {
+            Some(job) => serde_json::to_value(job)?,
+            None => anyhow::bail!("code: no job with code {code:?}"),
+        },
+        JobsAction::Retry {
+            codes,
+            business_keys,
+        } => serde_json::to_value(
+            engine
+                .retry(&Selector::parse(codes, business_keys)?)
+                .await?,
+        )?,
+        JobsAction::Pause { reason } => {
+            engine.set_paused(true, actor, reason.as_deref()).await?;
+            serde_json::json!({"paused": true})
+        }
+        JobsAction::Resume => {
+            engine.set_paused(false, actor, None).await?;
+            serde_json::json!({"paused": false})
+        }
+        JobsAction::Kick { code } => {
+            if ops::show(&db.db, &code).await?.is_none() {
+                anyhow::bail!("code: no job with code {code:?}");
+            }
+            serde_json::to_value(engine.kick(&[code]).await?)?
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn shutdown_signal() {

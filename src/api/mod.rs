@@ -2,6 +2,7 @@
 //! HTTP, headers and JSON request shapes; below it everything is typed commands.
 
 mod audit;
+mod jobs;
 mod problem;
 mod rebuilds;
 mod reconciliations;
@@ -48,6 +49,9 @@ pub struct AppState {
     pub wallets: CommandBus<Wallet>,
     pub config: Arc<ServiceConfig>,
     pub metrics: PrometheusHandle,
+    /// The job engine (its background loop lives as long as any clone of the state).
+    pub jobs: crate::jobs::Engine,
+    pub background: Arc<crate::server::Background>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -66,6 +70,11 @@ pub fn router(state: AppState) -> Router {
             "/v1/reconciliations/{id}/report.html",
             get(reconciliations::report_html),
         )
+        .route("/v1/jobs", get(jobs::list))
+        .route("/v1/jobs:retry", post(jobs::retry))
+        .route("/v1/jobs:pause", post(jobs::pause))
+        .route("/v1/jobs:resume", post(jobs::resume))
+        .route("/v1/jobs/{code}", get(jobs::show).post(jobs::post_on_job))
         .route("/v1/audit/events", get(audit::events))
         .route("/v1/audit/verify", post(audit::verify))
         .route(

@@ -24,6 +24,12 @@ use utoipa::OpenApi;
         super::reconciliations::start,
         super::reconciliations::get,
         super::reconciliations::report_html,
+        super::jobs::list,
+        super::jobs::show,
+        super::jobs::post_on_job,
+        super::jobs::retry,
+        super::jobs::pause,
+        super::jobs::resume,
         health
     ),
     components(schemas(
@@ -50,7 +56,19 @@ use utoipa::OpenApi;
         crate::reconcile::FindingClass,
         crate::reconcile::FindingKind,
         crate::reconcile::EventRef,
-        crate::reconcile::RepairOutcome
+        crate::reconcile::RepairOutcome,
+        super::jobs::JobsPage,
+        super::jobs::RetryRequest,
+        super::jobs::PauseRequest,
+        super::jobs::PauseState,
+        crate::jobs::ops::JobSummary,
+        crate::jobs::ops::JobView,
+        crate::jobs::ops::JobLevels,
+        crate::jobs::ops::SchedulerLevel,
+        crate::jobs::ops::RoundLevel,
+        crate::jobs::ops::BusinessLevel,
+        crate::jobs::JobStatus,
+        crate::jobs::engine::RunReport
     )),
     modifiers(&BearerAuth)
 )]
