@@ -51,3 +51,23 @@ impl RowText for SqliteRow {
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
+
+/// Run one text-protocol statement on a MariaDB connection (no prepare round trip for
+/// a statement used once) and return the rows it changed. Boxed: the executor's
+/// higher-ranked lifetimes otherwise keep the caller's future from being `Send`.
+pub fn mysql_execute_text<'c>(
+    conn: &'c mut sqlx::MySqlConnection,
+    sql: &'c str,
+) -> futures::future::BoxFuture<'c, Result<u64, sqlx::Error>> {
+    Box::pin(async move {
+        use futures::TryStreamExt;
+        let mut results = sqlx::raw_sql(sql).fetch_many(conn);
+        let mut changed = 0;
+        while let Some(r) = results.try_next().await? {
+            if let sqlx::Either::Left(done) = r {
+                changed += done.rows_affected();
+            }
+        }
+        Ok(changed)
+    })
+}

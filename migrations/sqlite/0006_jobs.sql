@@ -29,9 +29,8 @@ CREATE TABLE jobs (
     UNIQUE (code)
 );
 CREATE INDEX ix_jobs_scan ON jobs (kind, auto_eligible, next_execute_at_ms, retry_count, id);
-CREATE INDEX ix_jobs_running ON jobs (status, kind, lease_until_ms);
+CREATE INDEX ix_jobs_kind_status ON jobs (kind, status, id);
 CREATE INDEX ix_jobs_business_key ON jobs (business_key);
-CREATE INDEX ix_jobs_status_kind_id ON jobs (status, kind, id);
 
 CREATE TABLE job_quota_locks (
     name TEXT NOT NULL PRIMARY KEY

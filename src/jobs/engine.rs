@@ -631,15 +631,21 @@ impl Engine {
                 report.paused = true;
                 return Ok(());
             }
+            let t0 = std::time::Instant::now();
             report.recovered = self.recover_expired(reg.kind).await?;
+            let t1 = t0.elapsed();
             let n = candidate_count(max_task_count, self.inner.config.auto_target);
             let (candidates, claimed, paused) =
                 self.claim(reg.kind, Pick::Due(n), report.run_id).await?;
+            let t2 = t0.elapsed();
             report.paused = paused;
             report.candidates = candidates;
             report.claimed = claimed.len() as u32;
             report.skipped = candidates - claimed.len() as u32;
             self.run_all(reg, claimed, &mut report).await;
+            if std::env::var("FL_PROFILE").is_ok() {
+                eprintln!("recover {t1:?} claim {t2:?} all {:?}", t0.elapsed());
+            }
             Ok(())
         }
         .await;
@@ -911,8 +917,7 @@ impl Engine {
             "UPDATE jobs SET status = 1, running_attempt = running_attempt + 1, \
              running_generation = request_generation, lease_owner = ?, lease_until_ms = ?, \
              heartbeat_at_ms = ?, last_error = NULL, last_run_id = ?, updated_at_ms = ? \
-             WHERE id = ? AND status IN (0, 3) AND running_attempt = ? \
-             AND request_generation = ?{guard}"
+             WHERE status IN (0, 3){guard}"
         );
         let lease_until = now + kind.lease_ms;
         let owner = &self.inner.config.owner;
@@ -962,6 +967,7 @@ impl Engine {
                         .min(total_cap - running_all)
                         .max(0);
                 }
+                let tp = std::time::Instant::now();
                 let mut q = sqlx::query(&select).bind(kind.name);
                 for b in &binds {
                     q = q.bind(*b);
@@ -972,25 +978,63 @@ impl Engine {
                     .iter()
                     .map(|r| candidate!(r))
                     .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                // One compare-and-set statement for every candidate within quota (a
+                // row each: status, running_attempt and request_generation as read);
+                // the rows it did take are the ones now carrying this run and owner.
+                let wanted: Vec<&Candidate> =
+                    candidates.iter().take(room.clamp(0, i64::MAX) as usize).collect();
                 let mut claimed = Vec::new();
-                for c in &candidates {
-                    if claimed.len() as i64 >= room {
-                        break;
-                    }
+                if !wanted.is_empty() {
+                    let cas = wanted
+                        .iter()
+                        .map(|c| {
+                            format!(
+                                "(id = {} AND running_attempt = {} AND request_generation = {})",
+                                c.id, c.running_attempt, c.request_generation
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" OR ");
+                    let ids = wanted
+                        .iter()
+                        .map(|c| c.id.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    // `id IN` first: the rows are found by primary key.
+                    let take = format!("{take} AND id IN ({ids}) AND ({cas})");
                     let mut q = sqlx::query(&take)
                         .bind(owner)
                         .bind(lease_until)
                         .bind(now)
                         .bind(run_id)
-                        .bind(now)
-                        .bind(c.id)
-                        .bind(c.running_attempt)
-                        .bind(c.request_generation);
+                        .bind(now);
                     if !guard.is_empty() {
                         q = q.bind(now);
                     }
-                    if q.execute(&mut *$tx).await?.rows_affected() == 1 {
-                        claimed.push(c);
+                    let ts = tp.elapsed();
+                    let taken = q.execute(&mut *$tx).await?.rows_affected();
+                    if std::env::var("FL_PROFILE").is_ok() {
+                        eprintln!("  select {ts:?} update {:?}", tp.elapsed());
+                    }
+                    if taken as usize == wanted.len() {
+                        claimed = wanted;
+                    } else if taken > 0 {
+                        let ours: std::collections::HashMap<i64, i64> = sqlx::query_as::<_, (i64, i64)>(
+                            &format!(
+                                "SELECT id, running_attempt FROM jobs WHERE id IN ({ids}) \
+                                 AND status = 1 AND last_run_id = ? AND lease_owner = ?"
+                            ),
+                        )
+                        .bind(run_id)
+                        .bind(owner)
+                        .fetch_all(&mut *$tx)
+                        .await?
+                        .into_iter()
+                        .collect();
+                        claimed = wanted
+                            .into_iter()
+                            .filter(|c| ours.get(&c.id) == Some(&(c.running_attempt + 1)))
+                            .collect();
                     }
                 }
                 let claimed = claimed.into_iter().map(|c| self.claimed(kind, c)).collect();
@@ -1126,10 +1170,7 @@ impl Engine {
             let slots = slots.clone();
             let kind = reg.kind;
             let handler = reg.handler.clone();
-            rounds.spawn(async move {
-                let _slot = slots.acquire_owned().await;
-                engine.round(kind, handler, job).await
-            });
+            rounds.spawn(async move { engine.round(kind, handler, job, slots).await });
         }
         while let Some(done) = rounds.join_next().await {
             match done {
@@ -1151,7 +1192,10 @@ impl Engine {
         kind: &'static JobKind,
         handler: Arc<dyn JobHandler>,
         job: ClaimedJob,
+        slots: Arc<Semaphore>,
     ) -> Completed {
+        // The slot bounds handlers at work, not completions waiting to be written.
+        let slot = slots.acquire_owned().await;
         let started_at_ms = now_ms();
         // The request is checked after the claim, before any business read (seed
         // §4.3): an oversize one can never succeed and exhausts its retries.
@@ -1170,6 +1214,7 @@ impl Engine {
                 }
             },
         };
+        drop(slot);
         let fenced_write = matches!(&outcome, Err(f) if f.fenced);
         let failure_message = outcome.as_ref().err().map(|f| f.message.clone());
         let completion = Completion {
@@ -1378,7 +1423,9 @@ async fn completer(
     }
 }
 
-/// Complete rounds by compare-and-set on their claims, in one transaction.
+/// Complete rounds by compare-and-set on their claims, in one transaction: read the
+/// jobs' current claim and generation (locked), decide each completion, write them
+/// (MariaDB: one script, one round trip).
 async fn complete_batch(db: &Db, batch: &[Completion]) -> Result<Vec<Completed>, sqlx::Error> {
     let now = now_ms();
     let ids = batch
@@ -1386,61 +1433,125 @@ async fn complete_batch(db: &Db, batch: &[Completion]) -> Result<Vec<Completed>,
         .map(|c| c.id.to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    macro_rules! go {
-        ($tx:ident, $lock:expr) => {{
-            let current: HashMap<i64, (i64, i64, i64)> =
-                sqlx::query_as::<_, (i64, i64, i64, i64)>(&format!(
-                    "SELECT id, status, running_attempt, request_generation FROM jobs \
-                     WHERE id IN ({ids}){}",
-                    $lock
-                ))
-                .fetch_all(&mut *$tx)
-                .await?
-                .into_iter()
-                .map(|(id, s, a, g)| (id, (s, a, g)))
-                .collect();
-            let mut results = Vec::with_capacity(batch.len());
-            for c in batch {
-                let (result, set) = decide_completion(c, current.get(&c.id).copied(), now);
-                if let Some(set) = set {
-                    let n = sqlx::query(
-                        "UPDATE jobs SET status = ?, retry_count = ?, last_error = ?, \
-                         first_failed_at_ms = ?, next_execute_at_ms = ?, last_round = ?, \
-                         lease_owner = NULL, lease_until_ms = NULL, updated_at_ms = ? \
-                         WHERE id = ? AND status = 1 AND running_attempt = ?",
-                    )
-                    .bind(set.status)
-                    .bind(set.retry_count)
-                    .bind(&set.last_error)
-                    .bind(set.first_failed_at_ms)
-                    .bind(set.next_execute_at_ms)
-                    .bind(&set.last_round)
-                    .bind(now)
-                    .bind(c.id)
-                    .bind(c.running_attempt)
-                    .execute(&mut *$tx)
-                    .await?
-                    .rows_affected();
-                    results.push(if n == 1 { result } else { Completed::Stale });
-                } else {
-                    results.push(result);
-                }
-            }
-            results
-        }};
-    }
+    let current_sql = |lock: &str| {
+        format!(
+            "SELECT id, status, running_attempt, request_generation FROM jobs \
+             WHERE id IN ({ids}){lock}"
+        )
+    };
+    let decide = |current: &HashMap<i64, (i64, i64, i64)>| {
+        batch
+            .iter()
+            .map(|c| decide_completion(c, current.get(&c.id).copied(), now))
+            .collect::<Vec<_>>()
+    };
+    const WHERE_CLAIM: &str = "WHERE id = ? AND status = 1 AND running_attempt = ?";
     match db {
         Db::Mysql(p) => {
+            use crate::store::mysql::lit;
             let mut tx = p.begin().await?;
-            let r = go!(tx, " FOR UPDATE");
+            let current: HashMap<i64, (i64, i64, i64)> =
+                sqlx::query_as::<_, (i64, i64, i64, i64)>(&current_sql(" FOR UPDATE"))
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .into_iter()
+                    .map(|(id, s, a, g)| (id, (s, a, g)))
+                    .collect();
+            let decided = decide(&current);
+            // One UPDATE for the whole batch, each column a CASE on the id. The rows
+            // are locked and were checked above, so every one of them matches; the
+            // compare-and-set stays in the WHERE all the same.
+            let writes: Vec<(&Completion, &Set)> = batch
+                .iter()
+                .zip(&decided)
+                .filter_map(|(c, (_, set))| set.as_ref().map(|s| (c, s)))
+                .collect();
+            if !writes.is_empty() {
+                let opt = |v: &Option<String>| v.as_deref().map_or_else(|| "NULL".to_owned(), lit);
+                let opt_n = |v: Option<i64>| v.map_or_else(|| "NULL".to_owned(), |n| n.to_string());
+                let case = |value: &dyn Fn(&Set) -> String| {
+                    let mut out = String::from("CASE id");
+                    for (c, set) in &writes {
+                        out.push_str(&format!(" WHEN {} THEN {}", c.id, value(set)));
+                    }
+                    out.push_str(" END");
+                    out
+                };
+                let ids = writes
+                    .iter()
+                    .map(|(c, _)| c.id.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let claims = writes
+                    .iter()
+                    .map(|(c, _)| {
+                        format!(
+                            "(id = {} AND running_attempt = {})",
+                            c.id, c.running_attempt
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" OR ");
+                let sql = format!(
+                    "UPDATE jobs SET status = {}, retry_count = {}, last_error = {}, \
+                     first_failed_at_ms = {}, next_execute_at_ms = {}, last_round = {}, \
+                     lease_owner = NULL, lease_until_ms = NULL, updated_at_ms = {now} \
+                     WHERE id IN ({ids}) AND status = 1 AND ({claims})",
+                    case(&|s| s.status.to_string()),
+                    case(&|s| s.retry_count.to_string()),
+                    case(&|s| opt(&s.last_error)),
+                    case(&|s| opt_n(s.first_failed_at_ms)),
+                    case(&|s| s.next_execute_at_ms.to_string()),
+                    case(&|s| lit(&s.last_round)),
+                );
+                let n = crate::db::mysql_execute_text(&mut tx, &sql).await?;
+                if n as usize != writes.len() {
+                    tx.rollback().await?;
+                    return Err(sqlx::Error::Protocol(format!(
+                        "completing {} locked jobs changed {n} rows",
+                        writes.len()
+                    )));
+                }
+            }
             tx.commit().await?;
-            Ok(r)
+            Ok(decided.into_iter().map(|(result, _)| result).collect())
         }
         Db::Sqlite(p) => {
             let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
-            let r = go!(tx, "");
+            let current: HashMap<i64, (i64, i64, i64)> =
+                sqlx::query_as::<_, (i64, i64, i64, i64)>(&current_sql(""))
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .into_iter()
+                    .map(|(id, s, a, g)| (id, (s, a, g)))
+                    .collect();
+            let mut results = Vec::with_capacity(batch.len());
+            for (c, (result, set)) in batch.iter().zip(decide(&current)) {
+                let Some(set) = set else {
+                    results.push(result);
+                    continue;
+                };
+                let n = sqlx::query(&format!(
+                    "UPDATE jobs SET status = ?, retry_count = ?, last_error = ?, \
+                     first_failed_at_ms = ?, next_execute_at_ms = ?, last_round = ?, \
+                     lease_owner = NULL, lease_until_ms = NULL, updated_at_ms = ? {WHERE_CLAIM}"
+                ))
+                .bind(set.status)
+                .bind(set.retry_count)
+                .bind(&set.last_error)
+                .bind(set.first_failed_at_ms)
+                .bind(set.next_execute_at_ms)
+                .bind(&set.last_round)
+                .bind(now)
+                .bind(c.id)
+                .bind(c.running_attempt)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                results.push(if n == 1 { result } else { Completed::Stale });
+            }
             tx.commit().await?;
-            Ok(r)
+            Ok(results)
         }
     }
 }

@@ -4,6 +4,8 @@
 //!
 //! The database named in the URL is dropped and re-created for every scenario.
 
+mod jobs;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use factledger::bus::{BusError, CommandBus, CommandEnvelope};
@@ -58,6 +60,19 @@ enum Cmd {
         #[arg(long, default_value_t = factledger::rebuild::FLUSH_EVENTS_DEFAULT)]
         batch_events: usize,
     },
+    /// Jobs claimed and completed per second (issue 4, item 10).
+    Jobs {
+        #[arg(long, default_value = "mysql://root@127.0.0.1:3306/factledger_bench")]
+        database_url: String,
+        #[arg(long, default_value_t = 50_000)]
+        jobs: u64,
+        /// Engines scanning at once, each with its own pool.
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// noop, or fenced (one wallet event per job through a fenced unit).
+        #[arg(long, default_value = "noop")]
+        handler: String,
+    },
 }
 
 #[tokio::main]
@@ -108,6 +123,12 @@ async fn main() -> anyhow::Result<()> {
             per_wallet,
             batch_events,
         } => rebuild_bench(&database_url, &events, per_wallet, batch_events).await?,
+        Cmd::Jobs {
+            database_url,
+            jobs,
+            workers,
+            handler,
+        } => jobs::bench(&database_url, jobs, workers, &handler).await?,
     }
     Ok(())
 }
@@ -339,7 +360,7 @@ impl Report {
     }
 }
 
-async fn fresh_store(url: &str) -> anyhow::Result<DynStore> {
+pub(crate) async fn fresh_store(url: &str) -> anyhow::Result<DynStore> {
     if let Some((server, db)) = url.rsplit_once('/').filter(|_| url.starts_with("mysql://")) {
         let mut conn = sqlx::MySqlConnection::connect(server).await?;
         for sql in [
@@ -357,7 +378,7 @@ async fn fresh_store(url: &str) -> anyhow::Result<DynStore> {
     store::connect(url).await.context("open the bench database")
 }
 
-fn metadata() -> Metadata {
+pub(crate) fn metadata() -> Metadata {
     Metadata {
         correlation_id: "bench".into(),
         causation_id: None,
