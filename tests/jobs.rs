@@ -784,3 +784,73 @@ both_backends!(
         assert!(probe.rounds().is_empty(), "the handler never saw it");
     }
 );
+
+/// A short lease (300 ms, renewed every 100 ms) for the heartbeat test.
+static SHORT: JobKind = JobKind {
+    cap: None,
+    lease_ms: 300,
+    ..JobKind::new("test_short", "TSH")
+};
+
+/// Works for 1.2 s (four leases), then reports whether it still held its claim.
+struct Slow(Arc<Mutex<Vec<bool>>>);
+
+#[async_trait]
+impl JobHandler for Slow {
+    async fn run(&self, job: &ClaimedJob) -> Result<RoundReport, JobFailure> {
+        tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+        self.0.lock().unwrap().push(job.claim_lost());
+        Ok(RoundReport::done(json!({})))
+    }
+}
+
+both_backends!(
+    a_heartbeat_keeps_a_long_round_leased_and_a_round_whose_claim_went_is_told,
+    |db: TestDb| async move {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let e = engine(&db, vec![(&SHORT, Arc::new(Slow(seen.clone())))]).await;
+        let other = engine(&db, vec![(&SHORT, Arc::new(Slow(seen.clone())))]).await;
+        let code = submit(&e, &SHORT, "long").await;
+        let round = {
+            let e = e.clone();
+            tokio::spawn(async move { e.scan(SHORT.name, None).await.unwrap() })
+        };
+        // Meanwhile another worker scans again and again: the lease never expires.
+        for _ in 0..8 {
+            tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+            let r = other.scan(SHORT.name, None).await.unwrap();
+            assert_eq!((r.recovered, r.claimed), (0, 0), "recovered a live round");
+        }
+        let r = round.await.unwrap();
+        assert_eq!(r.succeeded, 1);
+        assert_eq!(*seen.lock().unwrap(), vec![false]);
+        assert!(
+            scalar(
+                e.db(),
+                &format!("SELECT heartbeat_at_ms FROM jobs WHERE code = '{code}'")
+            )
+            .await
+                > 0
+        );
+        // A round whose job is taken from it (recovered, re-claimed) learns so from
+        // its heartbeat.
+        exec(
+            e.db(),
+            &format!("UPDATE jobs SET status = 0, next_execute_at_ms = 0 WHERE code = '{code}'"),
+        )
+        .await;
+        let round = {
+            let e = e.clone();
+            tokio::spawn(async move { e.scan(SHORT.name, None).await.unwrap() })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        exec(
+            e.db(),
+            &format!("UPDATE jobs SET running_attempt = running_attempt + 1 WHERE code = '{code}'"),
+        )
+        .await;
+        let r = round.await.unwrap();
+        assert_eq!(r.fenced, 1, "its completion is refused");
+        assert_eq!(*seen.lock().unwrap(), vec![false, true]);
+    }
+);
