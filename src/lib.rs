@@ -4,6 +4,7 @@ pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod bus;
+pub mod callbacks;
 pub mod db;
 pub mod jobs;
 pub mod projection;

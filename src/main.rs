@@ -83,6 +83,23 @@ enum Command {
         #[command(subcommand)]
         action: JobsAction,
     },
+    /// Operate the callback inbox (prints JSON).
+    Callbacks {
+        #[command(subcommand)]
+        action: CallbacksAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum CallbacksAction {
+    /// Submit a replay job for every failed, verified, normalised callback (never an
+    /// unverified or unnormalised one); the running service's job engine replays them
+    /// from their stored normalised payload.
+    ReplayFailed {
+        /// Also restart replay jobs that used up their rounds (retries reset).
+        #[arg(long)]
+        revive: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -341,6 +358,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Jobs { action } => jobs(&cli.database_url, action).await,
+        Command::Callbacks {
+            action: CallbacksAction::ReplayFailed { revive },
+        } => {
+            let db = store::open(&cli.database_url).await?;
+            let country = std::env::var("FACTLEDGER_COUNTRY").unwrap_or_else(|_| "ID".into());
+            let mut options = factledger::server::ServeOptions::default();
+            let engine = factledger::server::job_engine(&db, &country, &mut options).await?;
+            let options = factledger::callbacks::ReplayFailedOptions { revive };
+            let report = factledger::callbacks::replay_failed(&engine, options).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -50,6 +50,8 @@ pub struct ServeOptions {
     )>,
     /// How often each kind is scanned when idle (default 1 s).
     pub job_scan_interval_ms: Option<u64>,
+    /// Callback providers served at `POST /v1/callbacks/{provider}` (none by default).
+    pub callbacks: crate::callbacks::Registry,
 }
 
 /// Open the database (migrating it), bootstrap the first admin key into `key_dir`,
@@ -97,7 +99,8 @@ pub async fn supports_skip_locked(db: &crate::db::Db) -> bool {
     }
 }
 
-/// The job engine with every kind this service runs (the built-in ones and
+/// The job engine with every kind this service runs (the built-in ones — so far
+/// `callback_replay`, with the providers of `options.callbacks` — and
 /// `options.extra_job_kinds`, which it takes). `serve` starts its loop; the CLI uses
 /// it for one-off operations (`factledger jobs retry`).
 pub async fn job_engine(
@@ -118,7 +121,10 @@ pub async fn job_engine(
             .clone()
             .unwrap_or_else(|| format!("http://{LISTEN_DEFAULT}")),
     };
-    let kinds = std::mem::take(&mut options.extra_job_kinds);
+    let mut kinds = std::mem::take(&mut options.extra_job_kinds);
+    let replay =
+        crate::callbacks::replay::ReplayHandler::new(db.db.clone(), options.callbacks.clone());
+    kinds.push((&crate::callbacks::CALLBACK_REPLAY, Arc::new(replay)));
     Ok(crate::jobs::Engine::new(
         db.db.clone(),
         db.store.clone(),
@@ -155,6 +161,7 @@ pub async fn start_with(
         metrics,
         jobs,
         background,
+        callbacks: options.callbacks.clone(),
     };
     Ok(Started { state, admin_key })
 }

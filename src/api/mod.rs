@@ -2,6 +2,7 @@
 //! HTTP, headers and JSON request shapes; below it everything is typed commands.
 
 mod audit;
+mod callbacks;
 mod jobs;
 mod problem;
 mod rebuilds;
@@ -52,6 +53,8 @@ pub struct AppState {
     /// The job engine (its background loop lives as long as any clone of the state).
     pub jobs: crate::jobs::Engine,
     pub background: Arc<crate::server::Background>,
+    /// Callback providers (`POST /v1/callbacks/{provider}`).
+    pub callbacks: crate::callbacks::Registry,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -75,6 +78,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs:pause", post(jobs::pause))
         .route("/v1/jobs:resume", post(jobs::resume))
         .route("/v1/jobs/{code}", get(jobs::show).post(jobs::post_on_job))
+        .route("/v1/callbacks", get(callbacks::list))
+        // No bearer key on the POST: providers authenticate by signature or token.
+        .route(
+            "/v1/callbacks/{provider_or_id}",
+            get(callbacks::show).post(callbacks::receive),
+        )
         .route("/v1/audit/events", get(audit::events))
         .route("/v1/audit/verify", post(audit::verify))
         .route(

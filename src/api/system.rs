@@ -30,6 +30,9 @@ use utoipa::OpenApi;
         super::jobs::retry,
         super::jobs::pause,
         super::jobs::resume,
+        super::callbacks::receive,
+        super::callbacks::list,
+        super::callbacks::show,
         health
     ),
     components(schemas(
@@ -68,7 +71,13 @@ use utoipa::OpenApi;
         crate::jobs::ops::RoundLevel,
         crate::jobs::ops::BusinessLevel,
         crate::jobs::JobStatus,
-        crate::jobs::engine::RunReport
+        crate::jobs::engine::RunReport,
+        super::callbacks::CallbackReceipt,
+        super::callbacks::CallbackView,
+        super::callbacks::CallbacksPage,
+        super::callbacks::CallbackDetail,
+        crate::callbacks::VerifyStatus,
+        crate::callbacks::HandleStatus
     )),
     modifiers(&BearerAuth)
 )]

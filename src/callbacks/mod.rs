@@ -1,0 +1,594 @@
+//! The callback inbox (issue 4 item 7; SPEC R-PAY-4, R-CB-1; seed 000 "回调重放"):
+//! providers (payment gateways, payout providers) tell us about events by calling
+//! `POST /v1/callbacks/{provider}`.
+//!
+//! A delivery goes through four steps, each its own statement, in this order:
+//! 1. **persist first** — the raw body and the headers that matter are stored before
+//!    anything is checked, so a forged or garbled callback is on record too (audit);
+//! 2. **verify** (HMAC-SHA256 over the raw body, or a provider token; constant time),
+//!    then **normalise** to `{event_id, event_type, data}` and **dedupe** by the
+//!    provider's event id (a unique key; only verified, normalised rows take it);
+//! 3. **handle** — outside any transaction (R-INV-6), with the provider's
+//!    [`CallbackHandler`], from the normalised payload;
+//! 4. record the outcome. A failed handling submits a `callback_replay` job
+//!    (`replay.rs`) that retries FROM THE STORED NORMALISED PAYLOAD.
+//!
+//! **R-CB-1:** only a callback that was verified, whose normalised payload was stored
+//! and whose handling failed is ever replayed ([`replayable`]); an unverified or
+//! unnormalised one never reaches a handler, neither at delivery nor later — not even
+//! through a replay job submitted by hand. Replays never re-verify or re-normalise
+//! with today's code: the stored verdict and payload are what was accepted.
+//!
+//! Duplicates (R-PAY-4): every delivery is stored (a provider re-sending an event is
+//! worth seeing, and one re-sending it with a different body even more so); the
+//! first verified, normalised delivery of an event id owns it, later ones are marked
+//! `DUPLICATE` with `duplicate_of` and answered 200 without handling. Handlers must
+//! still be idempotent (R-INV-7): a replay may run after a handling whose outcome
+//! was lost.
+
+pub mod inbox;
+pub mod normalize;
+pub mod replay;
+pub mod verify;
+
+pub use normalize::{JsonPointers, NormalizeError, Normalized, Normalizer};
+pub use replay::{replay_failed, ReplayFailedOptions, ReplayFailedReport, CALLBACK_REPLAY};
+pub use verify::{Secret, Verifier, VerifyError};
+
+use crate::jobs::{Engine, JobSubmit};
+use crate::store::{Fence, StoreError};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Longest provider name (the `provider` column; also part of the URL).
+pub const PROVIDER_CHARS_MAX: usize = 64;
+/// Request headers always kept with a callback (besides the verifier's header and a
+/// provider's `keep_headers`): enough to trace a delivery, nothing that authenticates
+/// anyone else.
+pub const STORED_HEADERS: &[&str] = &[
+    "content-type",
+    "user-agent",
+    "x-request-id",
+    "x-forwarded-for",
+];
+/// A stored header value keeps this many characters.
+pub const HEADER_VALUE_CHARS_MAX: usize = 1_024;
+/// Headers one provider may ask to keep besides [`STORED_HEADERS`].
+pub const KEEP_HEADERS_MAX: usize = 16;
+
+/// `verify_status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum VerifyStatus {
+    /// Stored, not checked yet (or the process stopped before it was).
+    Pending = 0,
+    Verified = 1,
+    Failed = 2,
+}
+
+impl VerifyStatus {
+    pub fn from_code(code: i64) -> Option<VerifyStatus> {
+        Some(match code {
+            0 => VerifyStatus::Pending,
+            1 => VerifyStatus::Verified,
+            2 => VerifyStatus::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// `handle_status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum HandleStatus {
+    Pending = 0,
+    Handled = 1,
+    /// Handling failed: a replay retries it from the stored normalised payload.
+    Failed = 2,
+    /// Not handled because it was not verified or not normalisable; never replayed.
+    Skipped = 3,
+    /// Another delivery of the same provider event id was first; not handled again.
+    Duplicate = 4,
+}
+
+impl HandleStatus {
+    pub fn from_code(code: i64) -> Option<HandleStatus> {
+        Some(match code {
+            0 => HandleStatus::Pending,
+            1 => HandleStatus::Handled,
+            2 => HandleStatus::Failed,
+            3 => HandleStatus::Skipped,
+            4 => HandleStatus::Duplicate,
+            _ => return None,
+        })
+    }
+
+    /// A name (`FAILED`) or its number (`2`).
+    pub fn parse(s: &str) -> Option<HandleStatus> {
+        Some(match s.to_ascii_uppercase().as_str() {
+            "PENDING" | "0" => HandleStatus::Pending,
+            "HANDLED" | "1" => HandleStatus::Handled,
+            "FAILED" | "2" => HandleStatus::Failed,
+            "SKIPPED" | "3" => HandleStatus::Skipped,
+            "DUPLICATE" | "4" => HandleStatus::Duplicate,
+            _ => return None,
+        })
+    }
+}
+
+/// A callback as its handler sees it: the stored normalised payload and where it
+/// came from. Never the raw body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NormalizedCallback {
+    /// The `callback_inbox` row.
+    pub callback_id: i64,
+    pub provider: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub data: Value,
+}
+
+impl NormalizedCallback {
+    fn new(callback_id: i64, provider: &str, n: Normalized) -> Self {
+        NormalizedCallback {
+            callback_id,
+            provider: provider.to_owned(),
+            event_id: n.event_id,
+            event_type: n.event_type,
+            data: n.data,
+        }
+    }
+}
+
+/// A handling that failed; it will be replayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallbackFailure {
+    pub message: String,
+    /// The handler's business write was refused by the replay round's fence.
+    pub fenced: bool,
+}
+
+impl CallbackFailure {
+    pub fn new(message: impl Into<String>) -> Self {
+        CallbackFailure {
+            message: message.into(),
+            fenced: false,
+        }
+    }
+}
+
+impl From<StoreError> for CallbackFailure {
+    fn from(e: StoreError) -> Self {
+        CallbackFailure {
+            fenced: matches!(e, StoreError::Fenced { .. }),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl<E: std::error::Error> From<crate::bus::BusError<E>> for CallbackFailure {
+    fn from(e: crate::bus::BusError<E>) -> Self {
+        match e {
+            crate::bus::BusError::Store(s) => s.into(),
+            other => CallbackFailure::new(other.to_string()),
+        }
+    }
+}
+
+/// Applies a provider's callbacks to the ledger.
+#[async_trait]
+pub trait CallbackHandler: Send + Sync + 'static {
+    /// Apply one callback. Must be idempotent (R-INV-7): a replay can follow a
+    /// handling whose success was never recorded, and business writes should take
+    /// effect once by their own keys (ledger references, compare-and-set on state).
+    /// `fence` is `Some` in a replay round: pass it to every unit the handler writes
+    /// (`UnitOfWork::fence`, `CommandEnvelope::fence`) so a stale round writes nothing.
+    async fn handle(
+        &self,
+        cb: &NormalizedCallback,
+        fence: Option<Fence>,
+    ) -> Result<(), CallbackFailure>;
+}
+
+/// One provider: how its callbacks are verified, normalised and handled.
+#[derive(Clone)]
+pub struct CallbackProvider {
+    /// `[a-z0-9_-]`, 1 to 64 characters: the URL segment and the `provider` column.
+    pub name: String,
+    pub verifier: Verifier,
+    pub normalizer: Arc<dyn Normalizer>,
+    pub handler: Arc<dyn CallbackHandler>,
+    /// Request headers kept with the raw body besides [`STORED_HEADERS`] and the
+    /// verifier's (lower-case names; at most [`KEEP_HEADERS_MAX`]).
+    pub keep_headers: Vec<String>,
+}
+
+impl CallbackProvider {
+    pub fn new(
+        name: impl Into<String>,
+        verifier: Verifier,
+        normalizer: Arc<dyn Normalizer>,
+        handler: Arc<dyn CallbackHandler>,
+    ) -> Self {
+        CallbackProvider {
+            name: name.into(),
+            verifier,
+            normalizer,
+            handler,
+            keep_headers: Vec::new(),
+        }
+    }
+
+    fn check(&self) -> Result<(), CallbackError> {
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= PROVIDER_CHARS_MAX
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if !name_ok {
+            return Err(CallbackError::Config(format!(
+                "callback provider {:?}: names are [a-z0-9_-]{{1,{PROVIDER_CHARS_MAX}}}",
+                self.name
+            )));
+        }
+        let header_ok = |h: &str| {
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        };
+        if !header_ok(self.verifier.header())
+            || self.keep_headers.len() > KEEP_HEADERS_MAX
+            || !self.keep_headers.iter().all(|h| header_ok(h))
+        {
+            return Err(CallbackError::Config(format!(
+                "callback provider {}: header names are lower-case [a-z0-9_-], at most \
+                 {KEEP_HEADERS_MAX} kept besides the standard ones",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The headers of a delivery worth keeping, as a JSON object (a token verifier's
+    /// header only as a fingerprint).
+    fn stored_headers(&self, headers: &[(String, Vec<u8>)]) -> String {
+        let mut kept: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for (name, value) in headers {
+            let name = name.as_str();
+            let text = if name == self.verifier.header() {
+                self.verifier.stored_value(value)
+            } else if STORED_HEADERS.contains(&name) || self.keep_headers.iter().any(|h| h == name)
+            {
+                String::from_utf8_lossy(value).into_owned()
+            } else {
+                continue;
+            };
+            kept.entry(name)
+                .or_default()
+                .push(text.chars().take(HEADER_VALUE_CHARS_MAX).collect());
+        }
+        let object: serde_json::Map<String, Value> = kept
+            .into_iter()
+            .map(|(k, mut v)| {
+                let value = if v.len() == 1 {
+                    Value::String(v.remove(0))
+                } else {
+                    json!(v)
+                };
+                (k.to_owned(), value)
+            })
+            .collect();
+        Value::Object(object).to_string()
+    }
+}
+
+/// The configured providers. Cheap to clone; empty by default (no provider exists in
+/// the service yet: payouts arrive in a later issue, and embedders and tests register
+/// theirs through `ServeOptions::callbacks`).
+#[derive(Clone, Default)]
+pub struct Registry {
+    providers: Arc<BTreeMap<String, CallbackProvider>>,
+}
+
+impl Registry {
+    /// A registry of these providers (valid, unique names).
+    pub fn new(providers: Vec<CallbackProvider>) -> Result<Registry, CallbackError> {
+        let mut map = BTreeMap::new();
+        for p in providers {
+            p.check()?;
+            let name = p.name.clone();
+            if map.insert(name.clone(), p).is_some() {
+                return Err(CallbackError::Config(format!(
+                    "callback provider {name} is registered twice"
+                )));
+            }
+        }
+        Ok(Registry {
+            providers: Arc::new(map),
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&CallbackProvider> {
+        self.providers.get(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.providers.keys().map(String::as_str)
+    }
+}
+
+/// Errors of the callback inbox.
+#[derive(Debug, thiserror::Error)]
+pub enum CallbackError {
+    #[error("provider: no callback provider {0:?} is configured")]
+    UnknownProvider(String),
+    #[error("callback configuration: {0}")]
+    Config(String),
+    #[error("callback inbox: {0}")]
+    Internal(String),
+    #[error("callback inbox database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error(transparent)]
+    Job(#[from] crate::jobs::JobError),
+}
+
+/// One HTTP delivery, as the API hands it over (names lower-case, values as sent).
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub provider: String,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
+/// What became of a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Receipt {
+    Handled {
+        id: i64,
+    },
+    Duplicate {
+        id: i64,
+        duplicate_of: i64,
+    },
+    /// Handling failed; `replay_job` (a job code) will retry it. `None` when the job
+    /// could not be submitted: `replay_failed` (the cron backstop) will.
+    Failed {
+        id: i64,
+        replay_job: Option<String>,
+    },
+    /// Signature or token wrong or missing: stored, never handled.
+    Unverified {
+        id: i64,
+        error: VerifyError,
+    },
+    /// Verified, but the body could not be normalised: stored, never handled.
+    NotNormalised {
+        id: i64,
+        error: NormalizeError,
+    },
+}
+
+/// Receive one delivery: persist it raw, verify, normalise, dedupe, handle, record
+/// (the module's four steps). Database errors after step 1 leave the raw row behind
+/// with whatever the last step wrote; the provider, seeing a 5xx, delivers again.
+#[tracing::instrument(skip_all, fields(provider = %delivery.provider, callback_id))]
+pub async fn receive(
+    engine: &Engine,
+    registry: &Registry,
+    delivery: Delivery,
+) -> Result<Receipt, CallbackError> {
+    let db = engine.db();
+    let provider = registry
+        .get(&delivery.provider)
+        .ok_or_else(|| CallbackError::UnknownProvider(delivery.provider.clone()))?;
+    let headers = provider.stored_headers(&delivery.headers);
+    let id = inbox::insert_raw(db, &provider.name, &headers, &delivery.body).await?;
+    tracing::Span::current().record("callback_id", id);
+    let signature: Vec<&[u8]> = delivery
+        .headers
+        .iter()
+        .filter(|(n, _)| n == provider.verifier.header())
+        .map(|(_, v)| v.as_slice())
+        .collect();
+    if let Err(error) = provider
+        .verifier
+        .verify(&provider.name, &signature, &delivery.body)
+    {
+        tracing::warn!(callback_id = id, %error, "callback refused: not verified");
+        inbox::record_unverified(db, id, &error.to_string()).await?;
+        return Ok(Receipt::Unverified { id, error });
+    }
+    let normalized = match provider.normalizer.normalize(&delivery.body) {
+        Ok(n) => n,
+        Err(error) => {
+            tracing::warn!(callback_id = id, %error, "verified callback could not be normalised");
+            inbox::record_unnormalised(db, id, &error.0).await?;
+            return Ok(Receipt::NotNormalised { id, error });
+        }
+    };
+    match inbox::claim_event(db, id, &provider.name, &normalized).await? {
+        inbox::Claim::Duplicate { of } => {
+            tracing::info!(callback_id = id, duplicate_of = of, "duplicate callback");
+            return Ok(Receipt::Duplicate {
+                id,
+                duplicate_of: of,
+            });
+        }
+        inbox::Claim::Owner => {}
+    }
+    let cb = NormalizedCallback::new(id, &provider.name, normalized);
+    handle_inline(engine, provider, &cb).await
+}
+
+/// Step 3 and 4 at delivery: handle once, record; on failure submit the replay job.
+async fn handle_inline(
+    engine: &Engine,
+    provider: &CallbackProvider,
+    cb: &NormalizedCallback,
+) -> Result<Receipt, CallbackError> {
+    let id = cb.callback_id;
+    let outcome = provider.handler.handle(cb, None).await;
+    let recorded = inbox::record_inline_outcome(
+        engine.db(),
+        id,
+        outcome.as_ref().map(|_| ()).map_err(|f| f.message.as_str()),
+    )
+    .await?;
+    if !recorded {
+        // Only `fail_interrupted` moves a pending row, and only long after delivery.
+        tracing::warn!(
+            callback_id = id,
+            "callback was no longer pending; outcome not recorded"
+        );
+    }
+    match outcome {
+        Ok(()) => Ok(Receipt::Handled { id }),
+        Err(failure) => {
+            tracing::warn!(callback_id = id, error = %failure.message, "callback handling failed; a replay will retry it");
+            let replay_job = submit_replay(engine, id, &provider.name).await;
+            Ok(Receipt::Failed { id, replay_job })
+        }
+    }
+}
+
+/// Submit the replay job of a failed callback. The first round waits one backoff step
+/// (the delivery itself was the first attempt; retrying at once would mostly meet the
+/// same failure), so it is not kicked. A submit that fails is logged and left to
+/// `replay_failed`: it never undoes the recorded failure (R-JOB-9).
+async fn submit_replay(engine: &Engine, id: i64, provider: &str) -> Option<String> {
+    let job = JobSubmit::plain(
+        &CALLBACK_REPLAY,
+        replay::business_key(id),
+        replay::payload(id, provider),
+    )
+    .due_at_ms(crate::db::now_ms() + replay::FIRST_REPLAY_DELAY_MS);
+    match replay::submit_all(engine, &[job], false).await {
+        Ok(mut codes) => codes.pop(),
+        Err(e) => {
+            tracing::error!(callback_id = id, provider, error = %e, "could not submit the callback replay job; replay_failed will");
+            None
+        }
+    }
+}
+
+/// Why a stored callback may not be replayed, or `Ok` when it may (R-CB-1): verified,
+/// normalised payload stored, handling failed. Everything else is refused, whoever
+/// asks.
+pub fn replayable(
+    verify_status: VerifyStatus,
+    normalized: bool,
+    handle_status: HandleStatus,
+) -> Result<(), &'static str> {
+    if verify_status != VerifyStatus::Verified {
+        return Err("not replayed: the callback was not verified");
+    }
+    if !normalized {
+        return Err("not replayed: the callback has no normalised payload");
+    }
+    match handle_status {
+        HandleStatus::Failed => Ok(()),
+        HandleStatus::Handled => Err("nothing to replay: the callback is already handled"),
+        HandleStatus::Duplicate => Err("not replayed: the callback is a duplicate"),
+        HandleStatus::Skipped => Err("not replayed: the callback was skipped"),
+        HandleStatus::Pending => Err("not replayed: the callback's handling has not failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_verified_normalised_failed_callbacks_are_replayable() {
+        use HandleStatus as H;
+        use VerifyStatus as V;
+        // (verify, normalised, handle) → replayable
+        let table = [
+            (V::Verified, true, H::Failed, true),
+            (V::Verified, true, H::Handled, false),
+            (V::Verified, true, H::Pending, false),
+            (V::Verified, true, H::Duplicate, false),
+            (V::Verified, false, H::Failed, false),
+            (V::Verified, false, H::Skipped, false),
+            // Counter-intuitive: a row someone marked failed by hand is still refused
+            // when its signature never verified.
+            (V::Failed, true, H::Failed, false),
+            (V::Failed, false, H::Failed, false),
+            (V::Pending, true, H::Failed, false),
+            (V::Failed, false, H::Skipped, false),
+        ];
+        for (v, n, h, ok) in table {
+            assert_eq!(replayable(v, n, h).is_ok(), ok, "{v:?} {n} {h:?}");
+        }
+    }
+
+    #[test]
+    fn handle_statuses_parse_by_name_or_number() {
+        assert_eq!(HandleStatus::parse("failed"), Some(HandleStatus::Failed));
+        assert_eq!(HandleStatus::parse("4"), Some(HandleStatus::Duplicate));
+        assert_eq!(HandleStatus::parse("done"), None);
+        for code in 0..5 {
+            assert_eq!(HandleStatus::from_code(code).map(|s| s as i64), Some(code));
+        }
+    }
+
+    struct Nop;
+
+    #[async_trait]
+    impl CallbackHandler for Nop {
+        async fn handle(
+            &self,
+            _: &NormalizedCallback,
+            _: Option<Fence>,
+        ) -> Result<(), CallbackFailure> {
+            Ok(())
+        }
+    }
+
+    fn provider(name: &str, verifier: Verifier) -> CallbackProvider {
+        CallbackProvider::new(
+            name,
+            verifier,
+            Arc::new(JsonPointers::new("/id", "/type")),
+            Arc::new(Nop),
+        )
+    }
+
+    #[test]
+    fn providers_need_unique_well_formed_names() {
+        let v = || Verifier::hmac(None, "x-sig");
+        assert!(Registry::new(vec![provider("acme-pay", v())]).is_ok());
+        assert!(Registry::new(vec![provider("acme", v()), provider("acme", v())]).is_err());
+        assert!(Registry::new(vec![provider("Acme Pay", v())]).is_err());
+        assert!(Registry::new(vec![provider("acme", Verifier::hmac(None, "X Sig"))]).is_err());
+    }
+
+    #[test]
+    fn stored_headers_keep_what_traces_a_delivery_and_never_a_token() {
+        let p = CallbackProvider {
+            keep_headers: vec!["webhook-id".into()],
+            ..provider(
+                "xendit",
+                Verifier::token(Some(Secret::new("tok")), "x-callback-token"),
+            )
+        };
+        let headers = vec![
+            ("content-type".to_owned(), b"application/json".to_vec()),
+            ("x-callback-token".to_owned(), b"tok".to_vec()),
+            ("webhook-id".to_owned(), b"wh-1".to_vec()),
+            ("authorization".to_owned(), b"Bearer other".to_vec()),
+            ("cookie".to_owned(), b"a=b".to_vec()),
+        ];
+        let stored: Value = serde_json::from_str(&p.stored_headers(&headers)).unwrap();
+        assert_eq!(stored["content-type"], "application/json");
+        assert_eq!(stored["webhook-id"], "wh-1");
+        assert!(stored["x-callback-token"]
+            .as_str()
+            .unwrap()
+            .starts_with("redacted"));
+        assert!(stored.get("authorization").is_none() && stored.get("cookie").is_none());
+    }
+}
