@@ -79,6 +79,22 @@ async fn spawn(db: &TestDb) -> App {
 }
 
 impl App {
+    /// A job once the scheduler run that took it is recorded as finished (right
+    /// after its rounds complete).
+    async fn settled(&self, code: &str) -> Value {
+        let mut view = Value::Null;
+        for _ in 0..500 {
+            let (s, v) = self.get(&format!("/v1/jobs/{code}"), &self.admin).await;
+            assert_eq!(s, StatusCode::OK, "{v}");
+            view = v;
+            if !view["levels"]["scheduler"]["ok"].is_null() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        view
+    }
+
     async fn get(&self, path: &str, key: &str) -> (StatusCode, Value) {
         let r = self
             .client
@@ -152,8 +168,7 @@ both_backends!(
         );
 
         // Show reports the three levels; kicking a finished job takes nothing.
-        let (s, view) = app.get(&format!("/v1/jobs/{ok}"), a).await;
-        assert_eq!(s, StatusCode::OK, "{view}");
+        let view = app.settled(&ok).await;
         assert_eq!(view["status"], "SUCCESS");
         // Taken by the kick after the submit, or by the loop's first scan.
         let entry = view["levels"]["scheduler"]["entry"].as_str().unwrap();
@@ -170,7 +185,7 @@ both_backends!(
         );
 
         // A failed round: level 1 ok, level 2 not, retry counted.
-        let (_, view) = app.get(&format!("/v1/jobs/{bad}"), a).await;
+        let view = app.settled(&bad).await;
         assert_eq!(view["status"], "FAILED");
         assert_eq!(view["retry_count"], 1);
         assert_eq!(view["last_error"], "told to fail");
