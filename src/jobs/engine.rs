@@ -631,21 +631,15 @@ impl Engine {
                 report.paused = true;
                 return Ok(());
             }
-            let t0 = std::time::Instant::now();
             report.recovered = self.recover_expired(reg.kind).await?;
-            let t1 = t0.elapsed();
             let n = candidate_count(max_task_count, self.inner.config.auto_target);
             let (candidates, claimed, paused) =
                 self.claim(reg.kind, Pick::Due(n), report.run_id).await?;
-            let t2 = t0.elapsed();
             report.paused = paused;
             report.candidates = candidates;
             report.claimed = claimed.len() as u32;
             report.skipped = candidates - claimed.len() as u32;
             self.run_all(reg, claimed, &mut report).await;
-            if std::env::var("FL_PROFILE").is_ok() {
-                eprintln!("recover {t1:?} claim {t2:?} all {:?}", t0.elapsed());
-            }
             Ok(())
         }
         .await;
@@ -967,7 +961,6 @@ impl Engine {
                         .min(total_cap - running_all)
                         .max(0);
                 }
-                let tp = std::time::Instant::now();
                 let mut q = sqlx::query(&select).bind(kind.name);
                 for b in &binds {
                     q = q.bind(*b);
@@ -1011,11 +1004,7 @@ impl Engine {
                     if !guard.is_empty() {
                         q = q.bind(now);
                     }
-                    let ts = tp.elapsed();
                     let taken = q.execute(&mut *$tx).await?.rows_affected();
-                    if std::env::var("FL_PROFILE").is_ok() {
-                        eprintln!("  select {ts:?} update {:?}", tp.elapsed());
-                    }
                     if taken as usize == wanted.len() {
                         claimed = wanted;
                     } else if taken > 0 {
