@@ -351,3 +351,82 @@ both_backends!(
         );
     }
 );
+
+both_backends!(
+    a_batch_with_several_fences_fails_whole_and_names_the_stale_claim,
+    |db: TestDb| async move {
+        let d = db.database().await;
+        let now = now_ms();
+        let mut ids = Vec::new();
+        for key in ["a", "b"] {
+            d.store
+                .append(&[UnitOfWork {
+                    jobs: vec![JobSubmit::plain(&CREDIT, key, json!({})).row(now).unwrap()],
+                    ..Default::default()
+                }])
+                .await
+                .unwrap();
+            ids.push(
+                scalar(
+                    &d.db,
+                    &format!("SELECT id FROM jobs WHERE code = '{}'", CREDIT.code(key)),
+                )
+                .await,
+            );
+        }
+        // Job a is RUNNING at attempt 3; job b is RUNNING at attempt 1.
+        exec(
+            &d.db,
+            &format!(
+                "UPDATE jobs SET status = 1, running_attempt = 3 WHERE id = {}",
+                ids[0]
+            ),
+        )
+        .await;
+        exec(
+            &d.db,
+            &format!(
+                "UPDATE jobs SET status = 1, running_attempt = 1 WHERE id = {}",
+                ids[1]
+            ),
+        )
+        .await;
+        let unit = |job_id, running_attempt| UnitOfWork {
+            outbox: vec![factledger::store::OutboxRow {
+                aggregatetype: "t".into(),
+                aggregateid: "x".into(),
+                r#type: "t.Fenced".into(),
+                payload: "{}".into(),
+            }],
+            fence: Some(Fence {
+                job_id,
+                running_attempt,
+            }),
+            ..Default::default()
+        };
+        // Two current claims and two units of one claim: all commit, counted twice.
+        d.store
+            .append(&[unit(ids[0], 3), unit(ids[1], 1), unit(ids[1], 1)])
+            .await
+            .unwrap();
+        assert_eq!(
+            scalar(
+                &d.db,
+                &format!("SELECT fenced_writes FROM jobs WHERE id = {}", ids[1])
+            )
+            .await,
+            2
+        );
+        // One stale claim (attempt 2 of job a) fails the batch and is named.
+        let err = d
+            .store
+            .append(&[unit(ids[1], 1), unit(ids[0], 2)])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::Fenced { job_id, running_attempt: 2 } if job_id == ids[0]),
+            "{err:?}"
+        );
+        assert_eq!(scalar(&d.db, "SELECT COUNT(*) FROM outbox").await, 3);
+    }
+);

@@ -44,8 +44,8 @@ enum Stmt {
     },
     CommandLog,
     Inject(usize),
-    /// The fence of this unit (index in the batch).
-    Fence(usize),
+    /// The fences of the batch's units.
+    Fences(Vec<super::Fence>),
 }
 
 impl MysqlStore {
@@ -178,22 +178,44 @@ impl MysqlStore {
             ));
         }
         // Fences, right after the sequence lock (lock order: sequence, then job rows,
-        // as for jobs submitted in a unit; claims and completions take job rows only).
-        // A claim that is no longer current writes NULL into a NOT NULL column:
-        // strict mode makes that error 1048 and the whole batch rolls back. The UPDATE
-        // also locks the job row to COMMIT, so the lease cannot be recovered and
-        // re-claimed between this check and the commit.
-        for (u, unit) in units.iter().enumerate() {
-            if let Some(f) = &unit.fence {
-                stmts.push((
-                    format!(
-                        "UPDATE jobs SET fenced_writes = IF(status = 1 AND running_attempt = {}, \
-                         fenced_writes + 1, NULL) WHERE id = {}",
-                        f.running_attempt, f.job_id
-                    ),
-                    Stmt::Fence(u),
-                ));
+        // as for jobs submitted in a unit; claims and completions take job rows only),
+        // in ONE statement for the batch. A claim that is no longer current writes
+        // NULL into a NOT NULL column: strict mode makes that error 1048 and the whole
+        // batch rolls back (the bus then re-runs its units one by one, so only the
+        // stale one fails). The UPDATE also locks the job rows to COMMIT, so a lease
+        // cannot be recovered and re-claimed between this check and the commit.
+        let fences: Vec<super::Fence> = units.iter().filter_map(|u| u.fence).collect();
+        if !fences.is_empty() {
+            let mut by_job: std::collections::BTreeMap<i64, (Vec<i64>, usize)> = Default::default();
+            for f in &fences {
+                let e = by_job.entry(f.job_id).or_default();
+                e.0.push(f.running_attempt);
+                e.1 += 1;
             }
+            let mut case = String::from("CASE id");
+            for (id, (attempts, n)) in &by_job {
+                // Two units fenced by different attempts of one job: one is stale, and
+                // no row can match both.
+                let claims = attempts
+                    .iter()
+                    .map(|a| format!("running_attempt = {a}"))
+                    .collect::<Vec<_>>()
+                    .join(" AND ");
+                let _ = write!(
+                    case,
+                    " WHEN {id} THEN IF(status = 1 AND {claims}, fenced_writes + {n}, NULL)"
+                );
+            }
+            case.push_str(" END");
+            let ids = by_job
+                .keys()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            stmts.push((
+                format!("UPDATE jobs SET fenced_writes = {case} WHERE id IN ({ids})"),
+                Stmt::Fences(fences),
+            ));
         }
         // One multi-row INSERT for the whole batch, unless a unit asks for an
         // injected failure between its streams (tests): then one per stream.
@@ -466,12 +488,14 @@ fn db_number(e: &sqlx::Error) -> Option<u16> {
     }
 }
 
-/// `failed_check` is the guard's @fl_bad when the guard failed.
+/// `failed_check` is the guard's @fl_bad when the guard failed; `stale_fence` the
+/// fence found stale when the fence statement failed.
 fn map_failure(
     units: &[UnitOfWork],
     kind: Option<&Stmt>,
     e: sqlx::Error,
     failed_check: Option<i64>,
+    stale_fence: Option<super::Fence>,
 ) -> StoreError {
     let number = db_number(&e);
     if number.is_none() {
@@ -522,13 +546,16 @@ fn map_failure(
             conflict(unit, stream)
         }
         (Some(Stmt::CommandLog), Some(1062)) => StoreError::DuplicateIdempotencyKey(e.to_string()),
-        (Some(Stmt::Fence(u)), Some(1048)) => match units.get(*u).and_then(|u| u.fence) {
-            Some(f) => StoreError::Fenced {
-                job_id: f.job_id,
-                running_attempt: f.running_attempt,
-            },
-            None => StoreError::Database(e.to_string()),
-        },
+        (Some(Stmt::Fences(fences)), Some(1048)) => {
+            // `stale` is the fence found stale after the rollback (or the first).
+            match stale_fence.or(fences.first().copied()) {
+                Some(f) => StoreError::Fenced {
+                    job_id: f.job_id,
+                    running_attempt: f.running_attempt,
+                },
+                None => StoreError::Database(e.to_string()),
+            }
+        }
         (Some(Stmt::Inject(n)), _) => StoreError::Injected(*n),
         _ => StoreError::Database(e.to_string()),
     }
@@ -558,6 +585,25 @@ fn run_script<'c>(
             }
         };
         (done, last, result)
+    })
+}
+
+/// The first fence whose job is not RUNNING with its attempt any more.
+async fn stale_fence(
+    conn: &mut sqlx::MySqlConnection,
+    fences: &[super::Fence],
+) -> Option<super::Fence> {
+    let ids = fences
+        .iter()
+        .map(|f| f.job_id.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!("SELECT id, status, running_attempt FROM jobs WHERE id IN ({ids})");
+    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(&sql).fetch_all(&mut *conn).await.ok()?;
+    fences.iter().copied().find(|f| {
+        !rows.iter().any(|&(id, status, attempt)| {
+            id == f.job_id && status == 1 && attempt == f.running_attempt
+        })
     })
 }
 
@@ -738,10 +784,17 @@ impl EventStore for MysqlStore {
                     }
                     _ => None,
                 };
+                // Which fence was stale: read the claims as they are now.
+                let stale_fence = match kind {
+                    Some(Stmt::Fences(fences)) if rolled_back => {
+                        stale_fence(&mut conn, fences).await
+                    }
+                    _ => None,
+                };
                 if !rolled_back {
                     let _ = conn.detach().close().await;
                 }
-                Err(map_failure(units, kind, e, failed_check))
+                Err(map_failure(units, kind, e, failed_check, stale_fence))
             }
         }
     }
