@@ -48,11 +48,11 @@ CREATE TABLE jobs (
         PERSISTENT,
     UNIQUE KEY uq_jobs_code (code),
     KEY ix_jobs_scan (kind, auto_eligible, next_execute_at_ms, retry_count, id),
-    -- Live leases of a kind (quotas, recovery) and operator lists by kind and status
-    -- in id order (InnoDB keys end with the primary key). No index leads with
-    -- `status`: a claim's compare-and-set must find its rows by id, not walk every
-    -- pending job of a status range.
-    KEY ix_jobs_kind_status (kind, status),
+    -- Operator lists by kind and status in id order, and the live leases of a kind
+    -- (quotas, the recovery before every scan) read from the index alone. No index
+    -- leads with `status`: a claim's compare-and-set must find its rows by id, not
+    -- walk every pending job of a status range.
+    KEY ix_jobs_kind_status (kind, status, id, lease_until_ms),
     KEY ix_jobs_business_key (business_key)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 

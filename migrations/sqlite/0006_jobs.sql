@@ -29,7 +29,7 @@ CREATE TABLE jobs (
     UNIQUE (code)
 );
 CREATE INDEX ix_jobs_scan ON jobs (kind, auto_eligible, next_execute_at_ms, retry_count, id);
-CREATE INDEX ix_jobs_kind_status ON jobs (kind, status, id);
+CREATE INDEX ix_jobs_kind_status ON jobs (kind, status, id, lease_until_ms);
 CREATE INDEX ix_jobs_business_key ON jobs (business_key);
 
 CREATE TABLE job_quota_locks (

@@ -784,14 +784,31 @@ impl Engine {
     /// for the ones that have no retry left.
     async fn recover_expired(&self, kind: &'static JobKind) -> Result<u32, JobError> {
         let now = now_ms();
-        let find = "SELECT id, running_attempt, lease_owner, code, business_key, payload, \
-                    retry_count, max_retry_count, request_id, trace_id, first_failed_at_ms \
-                    FROM jobs WHERE kind = ? AND status = 1 AND lease_until_ms < ?";
+        // Runs before every scan: first the ids alone, from the index (usually none).
+        let expired_ids: Vec<i64> = both!(&self.inner.db, |p| sqlx::query_scalar(
+            "SELECT id FROM jobs WHERE kind = ? AND status = 1 AND lease_until_ms < ?"
+        )
+        .bind(kind.name)
+        .bind(now)
+        .fetch_all(p)
+        .await?);
+        if expired_ids.is_empty() {
+            return Ok(0);
+        }
+        let find = format!(
+            "SELECT id, running_attempt, lease_owner, code, business_key, payload, \
+             retry_count, max_retry_count, request_id, trace_id, first_failed_at_ms \
+             FROM jobs WHERE id IN ({}) AND status = 1 AND lease_until_ms < ?",
+            expired_ids
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         type Expired = (i64, i64, Option<String>, String, String, String, i32, i32);
         type Context = (Option<String>, Option<String>, Option<i64>);
         let expired: Vec<(Expired, Context)> = both!(&self.inner.db, |p| {
-            sqlx::query(find)
-                .bind(kind.name)
+            sqlx::query(&find)
                 .bind(now)
                 .fetch_all(p)
                 .await?
