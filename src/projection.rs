@@ -384,9 +384,34 @@ fn lock(s: &SharedStatus) -> std::sync::MutexGuard<'_, ProjectionStatus> {
     s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A projector failing on the same event this long is stalled and alerted (once per
+/// stall). Long enough that a failure the next retry clears (a commit-visibility race,
+/// a lost connection) raises nothing; short enough that people hear of a money view
+/// that stopped within a minute.
+pub const STALL_ALERT_AFTER_MS_DEFAULT: u64 = 30_000;
+
+/// How a running projector tells people it is stalled (SPEC R-MON-1).
+#[derive(Debug, Clone)]
+pub struct StallAlerts {
+    pub context: crate::alerts::AlertContext,
+    /// Failing on one event for this long raises the alert.
+    pub after_ms: u64,
+}
+
 /// Run the wallet projection continuously: catch up, then poll; on failure stop at
 /// the failing event, report it and retry with backoff (never skipping it).
 pub fn spawn_wallet(store: DynStore, db: ProjectionDb) -> SharedStatus {
+    spawn_wallet_alerting(store, db, None)
+}
+
+/// [`spawn_wallet`], raising a `projection.stalled` alert through the outbox when the
+/// projector has been failing on one event for `alerts.after_ms` (once per stall: a
+/// new alert only after it recovered or moved on to another failing event).
+pub fn spawn_wallet_alerting(
+    store: DynStore,
+    db: ProjectionDb,
+    alerts: Option<StallAlerts>,
+) -> SharedStatus {
     let status: SharedStatus = std::sync::Arc::new(std::sync::Mutex::new(ProjectionStatus {
         name: wallet::NAME.to_owned(),
         version: wallet::VERSION,
@@ -396,6 +421,7 @@ pub fn spawn_wallet(store: DynStore, db: ProjectionDb) -> SharedStatus {
     tokio::spawn(async move {
         let mut backoff_ms = 0u64;
         let mut last_resolve: Option<std::time::Instant> = None;
+        let mut stall = Stall::default();
         loop {
             let outcome = catch_up_wallet(&store, &db).await;
             let held = matches!(outcome, Err(RunnerError::CheckpointMoved(_)));
@@ -415,6 +441,7 @@ pub fn spawn_wallet(store: DynStore, db: ProjectionDb) -> SharedStatus {
             match outcome {
                 Ok(_) | Err(RunnerError::CheckpointMoved(_)) => {
                     backoff_ms = 0;
+                    stall = Stall::default();
                     let mut s = lock(&shared);
                     s.last_error = None;
                     s.error_position = None;
@@ -423,13 +450,22 @@ pub fn spawn_wallet(store: DynStore, db: ProjectionDb) -> SharedStatus {
                 Err(e) => {
                     backoff_ms = (backoff_ms * 2).clamp(50, RETRY_BACKOFF_MS_MAX);
                     tracing::error!(projection = wallet::NAME, error = %e, "projection stopped at a failing event");
-                    let mut s = lock(&shared);
-                    s.error_position = match &e {
+                    let error_position = match &e {
                         RunnerError::Projection(p) => Some(p.global_position),
                         _ => None,
                     };
-                    s.last_error = Some(e.to_string());
-                    s.retries += 1;
+                    let retries = {
+                        let mut s = lock(&shared);
+                        s.error_position = error_position;
+                        s.last_error = Some(e.to_string());
+                        s.retries += 1;
+                        s.retries
+                    };
+                    if let Some(alerts) = &alerts {
+                        stall
+                            .failed(&store, alerts, error_position, &e, retries)
+                            .await;
+                    }
                 }
             }
             refresh(&store, &db, &shared).await;
@@ -445,6 +481,113 @@ pub fn spawn_wallet(store: DynStore, db: ProjectionDb) -> SharedStatus {
         }
     });
     status
+}
+
+/// The current stall of a running projector: since when it fails, where, and
+/// whether people were told.
+#[derive(Debug, Default)]
+struct Stall {
+    /// `(error_position, first failure at, epoch ms)` of the failure going on.
+    since: Option<(Option<i64>, i64)>,
+    alerted: bool,
+}
+
+impl Stall {
+    /// Note one more failed attempt; raise the alert once the stall is old enough.
+    async fn failed(
+        &mut self,
+        store: &DynStore,
+        alerts: &StallAlerts,
+        error_position: Option<i64>,
+        error: &RunnerError,
+        retries: u64,
+    ) {
+        let now = crate::db::now_ms();
+        match self.since {
+            Some((at, _)) if at == error_position => {}
+            // A new failing event is a new stall.
+            _ => {
+                *self = Stall {
+                    since: Some((error_position, now)),
+                    alerted: false,
+                }
+            }
+        }
+        let Some((_, first_ms)) = self.since else {
+            return;
+        };
+        let after_ms = i64::try_from(alerts.after_ms).unwrap_or(i64::MAX);
+        if self.alerted || now - first_ms < after_ms {
+            return;
+        }
+        let event = match error_position {
+            Some(p) => store
+                .read_positions(p, p)
+                .await
+                .ok()
+                .and_then(|mut v| v.pop()),
+            None => None,
+        };
+        let alert = stall_alert(
+            wallet::NAME,
+            error_position,
+            event.as_ref(),
+            error,
+            first_ms,
+            retries,
+        );
+        match crate::alerts::raise(store, &alerts.context, &alert).await {
+            Ok(()) => self.alerted = true,
+            // Not alerted: the next failed attempt tries again.
+            Err(e) => {
+                tracing::warn!(projection = wallet::NAME, error = %e, "cannot raise the stall alert")
+            }
+        }
+    }
+}
+
+/// The R-MON-1 alert for a projector stopped at an event: the event's stream is the
+/// business id, its request and trace ids say which request wrote it, and the link
+/// opens that stream's history from the failing event.
+fn stall_alert(
+    projection: &str,
+    error_position: Option<i64>,
+    event: Option<&StoredEvent>,
+    error: &RunnerError,
+    first_ms: i64,
+    retries: u64,
+) -> crate::alerts::Alert {
+    let metadata: Option<serde_json::Value> =
+        event.and_then(|e| serde_json::from_str(&e.metadata).ok());
+    let meta = |name: &str| {
+        metadata
+            .as_ref()
+            .and_then(|m| crate::alerts::payload_field(m, &[name]))
+    };
+    let at = error_position.map_or_else(
+        || "an unknown position".to_owned(),
+        |p| format!("event {p}"),
+    );
+    crate::alerts::Alert {
+        kind: crate::alerts::AlertKind::ProjectionStalled,
+        subject: projection.to_owned(),
+        message: format!("projection {projection} stopped at {at}: {error}"),
+        job: None,
+        platform: None,
+        business_id: event.map(|e| format!("{}/{}", e.aggregate_type, e.aggregate_id)),
+        user_affiliate_code: None,
+        request_id: meta("request_id"),
+        trace_id: meta("trace_id"),
+        first_failure_at_ms: Some(first_ms),
+        retry_count: Some(i64::try_from(retries).unwrap_or(i64::MAX)),
+        audit_path: match event {
+            Some(e) => format!(
+                "/v1/streams/{}/{}/events?from={}",
+                e.aggregate_type, e.aggregate_id, e.sequence
+            ),
+            None => "/v1/projections".to_owned(),
+        },
+    }
 }
 
 async fn refresh(store: &DynStore, db: &ProjectionDb, status: &SharedStatus) {

@@ -52,6 +52,9 @@ pub struct ServeOptions {
     pub job_scan_interval_ms: Option<u64>,
     /// Callback providers served at `POST /v1/callbacks/{provider}` (none by default).
     pub callbacks: crate::callbacks::Registry,
+    /// A projector failing on one event this long raises `projection.stalled`
+    /// (default [`crate::projection::STALL_ALERT_AFTER_MS_DEFAULT`]).
+    pub projection_stall_alert_ms: Option<u64>,
 }
 
 /// Open the database (migrating it), bootstrap the first admin key into `key_dir`,
@@ -147,8 +150,16 @@ pub async fn start_with(
     let background = Arc::new(Background {
         _jobs: jobs.start(),
     });
-    let projection_status =
-        crate::projection::spawn_wallet(db.store.clone(), db.projections.clone());
+    let projection_status = crate::projection::spawn_wallet_alerting(
+        db.store.clone(),
+        db.projections.clone(),
+        Some(crate::projection::StallAlerts {
+            context: jobs.config().alerts.clone(),
+            after_ms: options
+                .projection_stall_alert_ms
+                .unwrap_or(crate::projection::STALL_ALERT_AFTER_MS_DEFAULT),
+        }),
+    );
     let state = AppState {
         wallets: CommandBus::start(db.store.clone()),
         projections: db.projections,

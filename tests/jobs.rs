@@ -416,21 +416,7 @@ both_backends!(
         let exhausted = alerts(e.db(), "job.retries_exhausted").await;
         assert_eq!(exhausted.len(), 1);
         let a = &exhausted[0];
-        for field in [
-            "environment",
-            "data_centre",
-            "job",
-            "platform",
-            "business_id",
-            "user_affiliate_code",
-            "request_id",
-            "trace_id",
-            "first_failure_at",
-            "retry_count",
-            "audit_link",
-        ] {
-            assert!(a.get(field).is_some(), "alert field {field} missing: {a}");
-        }
+        common::assert_alert_context(a);
         assert_eq!(a["retry_count"], 3);
         assert_eq!(a["business_id"], "k");
         assert_eq!(a["job"]["code"], code.as_str());

@@ -249,3 +249,131 @@ both_backends!(
         assert_eq!(count(&db, "SELECT COUNT(*) FROM wallet_ledger").await, 13);
     }
 );
+
+async fn texts(db: &TestDb, sql: &str) -> Vec<String> {
+    let rows = store::open(&db.url).await.unwrap();
+    match rows.projections {
+        // utf8mb4_bin text reads back as bytes on MariaDB.
+        factledger::projection::ProjectionDb::Mysql(p) => sqlx::query_scalar::<_, Vec<u8>>(sql)
+            .fetch_all(&p)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|b| String::from_utf8(b).unwrap())
+            .collect(),
+        factledger::projection::ProjectionDb::Sqlite(p) => {
+            sqlx::query_scalar(sql).fetch_all(&p).await.unwrap()
+        }
+    }
+}
+
+async fn stall_alerts(db: &TestDb) -> Vec<serde_json::Value> {
+    texts(
+        db,
+        "SELECT payload FROM outbox WHERE type = 'alert.projection.stalled' ORDER BY id",
+    )
+    .await
+    .iter()
+    .map(|p| serde_json::from_str(p).unwrap())
+    .collect()
+}
+
+both_backends!(
+    a_stalled_projector_is_alerted_once_per_failing_event_with_its_context,
+    |db: TestDb| async move {
+        let bus = CommandBus::<Wallet>::start(db.store.clone());
+        history(&bus).await;
+        let head = db.store.head_position().await.unwrap();
+        // Events 5 (w-2 opens) and 9 (w-3 opens) become unreadable.
+        let payload = |p: i64| {
+            let store = db.store.clone();
+            async move { store.read_positions(p, p).await.unwrap()[0].payload.clone() }
+        };
+        let (fifth, ninth) = (payload(5).await, payload(9).await);
+        db.store
+            .execute_raw("DROP TRIGGER events_refuse_update")
+            .await
+            .unwrap();
+        db.store
+            .execute_raw(
+                "UPDATE events SET payload = '{\"type\":\"Opened\",\"user_id\":7}' \
+                 WHERE global_position IN (5, 9)",
+            )
+            .await
+            .unwrap();
+        let projections = store::open(&db.url).await.unwrap().projections;
+        let context = factledger::alerts::AlertContext {
+            environment: "staging".into(),
+            country_code: "ID".into(),
+            public_url: "https://ledger.example".into(),
+        };
+        let status = factledger::projection::spawn_wallet_alerting(
+            db.store.clone(),
+            projections.clone(),
+            Some(factledger::projection::StallAlerts {
+                context,
+                after_ms: 1_000,
+            }),
+        );
+        // A failure younger than the threshold is not a stall yet.
+        wait_status(&status, "stopped at 5", |s| s.error_position == Some(5)).await;
+        assert!(
+            stall_alerts(&db).await.is_empty(),
+            "alerted before the threshold"
+        );
+        // Past it: one alert, however often it keeps retrying.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while stall_alerts(&db).await.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no stall alert");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let retried = lock_retries(&status) + 4;
+        wait_status(&status, "retried after the alert", |s| s.retries >= retried).await;
+        let alerts = stall_alerts(&db).await;
+        assert_eq!(alerts.len(), 1, "{alerts:?}");
+        let a = &alerts[0];
+        common::assert_alert_context(a);
+        assert_eq!(a["alert"], "projection.stalled");
+        assert_eq!(a["environment"], "staging");
+        assert_eq!(a["data_centre"], "ID");
+        assert_eq!(a["business_id"], "wallet/w-2");
+        assert_eq!(
+            a["audit_link"],
+            "https://ledger.example/v1/streams/wallet/w-2/events?from=1"
+        );
+        assert!(a["retry_count"].as_i64().unwrap() >= 1, "{a}");
+        assert!(a["first_failure_at"].is_string(), "{a}");
+        assert!(a["message"].as_str().unwrap().contains("event 5"), "{a}");
+        // Event 5 mended: the projector moves on to 9 and stalls there — a new stall,
+        // a second alert, naming w-3.
+        db.store
+            .execute_raw(&format!(
+                "UPDATE events SET payload = '{fifth}' WHERE global_position = 5"
+            ))
+            .await
+            .unwrap();
+        wait_status(&status, "stopped at 9", |s| s.error_position == Some(9)).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while stall_alerts(&db).await.len() < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no second stall alert"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        db.store
+            .execute_raw(&format!(
+                "UPDATE events SET payload = '{ninth}' WHERE global_position = 9"
+            ))
+            .await
+            .unwrap();
+        wait_status(&status, "recovered to the head", |s| s.position == head).await;
+        let alerts = stall_alerts(&db).await;
+        assert_eq!(alerts.len(), 2, "{alerts:?}");
+        assert_eq!(alerts[1]["business_id"], "wallet/w-3");
+    }
+);
+
+fn lock_retries(status: &SharedStatus) -> u64 {
+    status.lock().unwrap().retries
+}

@@ -186,3 +186,26 @@ pub async fn exec(db: &factledger::db::Db, sql: &str) -> u64 {
             .rows_affected(),
     }
 }
+
+/// Every context field of SPEC R-MON-1 is on the alert (`null` when the subject lacks
+/// it, never missing).
+pub fn assert_alert_context(alert: &serde_json::Value) {
+    for field in [
+        "environment",
+        "data_centre",
+        "job",
+        "platform",
+        "business_id",
+        "user_affiliate_code",
+        "request_id",
+        "trace_id",
+        "first_failure_at",
+        "retry_count",
+        "audit_link",
+    ] {
+        assert!(
+            alert.get(field).is_some(),
+            "alert field {field} missing: {alert}"
+        );
+    }
+}
