@@ -549,8 +549,54 @@ where
         .state
         .decide(env.command.clone())
         .map_err(BusError::Domain)?;
-    // Check every event on a scratch copy before touching the working state, so a
-    // refused command leaves no trace.
+    let sealed = seal_decided(loaded, &env.aggregate_id, &events, &env.metadata, refs)?;
+    let unit = UnitOfWork {
+        streams: vec![sealed.stream],
+        ledger_refs: sealed
+            .ledger_refs
+            .into_iter()
+            .map(|(i, r)| LedgerRefRow {
+                ref_type: r.ref_type,
+                ref_id: r.ref_id,
+                entry_type: r.entry_type,
+                event_index: i,
+            })
+            .collect(),
+        idempotency: env.idempotency.clone(),
+        snapshots: sealed.snapshot.into_iter().collect(),
+        jobs: env.jobs.clone(),
+        outbox: sealed.outbox,
+        fence: env.fence,
+        fail_after_streams: None,
+    };
+    Ok((unit, sealed.views))
+}
+
+/// The events one decision appends to one stream, sealed, with what goes beside them
+/// in the unit.
+pub(crate) struct SealedDecision {
+    pub stream: StreamAppend,
+    /// Ledger references by the index of their event within `stream`.
+    pub ledger_refs: Vec<(usize, factledger_aggregates::decide::LedgerRef)>,
+    pub snapshot: Option<SnapshotRow>,
+    pub outbox: Vec<OutboxRow>,
+    pub views: Vec<EventView>,
+}
+
+/// Check decided events on a scratch copy of the state (a refused decision leaves no
+/// trace), seal them onto the stream's hash chain, and only then move the working
+/// state on. `refs` holds the ledger references already taken by the batch or unit
+/// being built: a second one is refused here, before the database would.
+pub(crate) fn seal_decided<A>(
+    loaded: &mut Loaded<A>,
+    aggregate_id: &str,
+    events: &[A::Event],
+    metadata: &Metadata,
+    refs: &mut HashSet<factledger_aggregates::decide::LedgerRef>,
+) -> Result<SealedDecision, BusError<A::Error>>
+where
+    A: Decide + Clone,
+{
     let mut scratch = loaded.state.clone();
     let mut unit_refs = Vec::new();
     for (i, e) in events.iter().enumerate() {
@@ -580,17 +626,17 @@ where
         let event = SealedEvent::seal(
             &prev,
             A::TYPE,
-            &env.aggregate_id,
+            aggregate_id,
             expected_version + 1 + i as i64,
             cqrs_es::DomainEvent::event_type(e),
             cqrs_es::DomainEvent::event_version(e).parse().unwrap_or(1),
             payload_value.to_string(),
-            &env.metadata,
+            metadata,
             uuid::Uuid::new_v4(),
             now,
         );
         let id = event.event_id.to_string();
-        let metadata = full_metadata(
+        let full = full_metadata(
             &event.metadata,
             &id,
             &event.correlation_id,
@@ -600,23 +646,18 @@ where
         .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
         prev = event.hash.clone();
         if A::OUTBOX {
-            outbox.push(outbox_row(
-                A::TYPE,
-                &env.aggregate_id,
-                &event,
-                &payload_value,
-            ));
+            outbox.push(outbox_row(A::TYPE, aggregate_id, &event, &payload_value));
         }
         views.push(EventView {
             global_position: 0,
             aggregate_type: A::TYPE.to_owned(),
-            aggregate_id: env.aggregate_id.clone(),
+            aggregate_id: aggregate_id.to_owned(),
             sequence: event.sequence,
             event_id: id,
             event_type: event.event_type.clone(),
             event_version: event.event_version,
             payload: payload_value,
-            metadata,
+            metadata: full,
             hash: event.hash.clone(),
             recorded_at: now,
         });
@@ -624,13 +665,13 @@ where
     }
     let new_version = expected_version + events.len() as i64;
     let mut since = loaded.events_since_snapshot + events.len() as i64;
-    let mut snapshots = Vec::new();
+    let mut snapshot = None;
     if since >= SNAPSHOT_EVERY_EVENTS {
         let state = serde_json::to_string(&scratch)
             .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
-        snapshots.push(SnapshotRow {
+        snapshot = Some(SnapshotRow {
             aggregate_type: A::TYPE.to_owned(),
-            aggregate_id: env.aggregate_id.clone(),
+            aggregate_id: aggregate_id.to_owned(),
             snapshot_version: A::SNAPSHOT_VERSION,
             stream_version: new_version,
             last_hash: prev.clone(),
@@ -638,41 +679,25 @@ where
         });
         since = 0;
     }
-    let ledger_refs = unit_refs
-        .into_iter()
-        .map(|(i, r)| LedgerRefRow {
-            ref_type: r.ref_type.clone(),
-            ref_id: r.ref_id.clone(),
-            entry_type: r.entry_type.clone(),
-            event_index: i,
-        })
-        .collect::<Vec<_>>();
-    for r in &ledger_refs {
-        refs.insert(factledger_aggregates::decide::LedgerRef {
-            ref_type: r.ref_type.clone(),
-            ref_id: r.ref_id.clone(),
-            entry_type: r.entry_type.clone(),
-        });
+    for (_, r) in &unit_refs {
+        refs.insert(r.clone());
     }
-    let unit = UnitOfWork {
-        streams: vec![StreamAppend {
-            aggregate_type: A::TYPE.to_owned(),
-            aggregate_id: env.aggregate_id.clone(),
-            expected_version,
-            expected_hash: loaded.last_hash.clone(),
-            events: sealed,
-        }],
-        ledger_refs,
-        idempotency: env.idempotency.clone(),
-        snapshots,
-        jobs: env.jobs.clone(),
-        outbox,
-        fence: env.fence,
-        fail_after_streams: None,
+    let stream = StreamAppend {
+        aggregate_type: A::TYPE.to_owned(),
+        aggregate_id: aggregate_id.to_owned(),
+        expected_version,
+        expected_hash: loaded.last_hash.clone(),
+        events: sealed,
     };
     loaded.state = scratch;
     loaded.version = new_version;
     loaded.last_hash = prev;
     loaded.events_since_snapshot = since;
-    Ok((unit, views))
+    Ok(SealedDecision {
+        stream,
+        ledger_refs: unit_refs,
+        snapshot,
+        outbox,
+        views,
+    })
 }
