@@ -7,7 +7,13 @@
 //! time arrives inside commands. Everything here is a pure function of state and input,
 //! which is what makes replay, rebuild and reconciliation trustworthy.
 
+pub mod affiliate;
+pub mod affiliate_order;
+pub mod campaign;
+pub mod commission;
+pub mod commission_rules;
 pub mod decide;
+pub mod invite;
 pub mod money;
 pub mod upcast;
 pub mod wallet;
