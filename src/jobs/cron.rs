@@ -381,14 +381,12 @@ macro_rules! read_lease {
 /// Renew the lease for `lease_ms` from `now` (the caller checked it is ours).
 macro_rules! renew_lease {
     ($tx:ident, $now:expr, $lease_ms:expr) => {{
-        sqlx::query(
-            "UPDATE cron_leases SET lease_until_ms = ?, renewed_at_ms = ? WHERE name = ?",
-        )
-        .bind($now + $lease_ms)
-        .bind($now)
-        .bind(LEASE_NAME)
-        .execute(&mut *$tx)
-        .await?;
+        sqlx::query("UPDATE cron_leases SET lease_until_ms = ?, renewed_at_ms = ? WHERE name = ?")
+            .bind($now + $lease_ms)
+            .bind($now)
+            .bind(LEASE_NAME)
+            .execute(&mut *$tx)
+            .await?;
     }};
 }
 
@@ -651,7 +649,9 @@ impl Scheduler {
         let skipped = i64::try_from(due.skipped).unwrap_or(i64::MAX);
         let ok = in_tx!(&self.inner.db, |tx, lock| {
             let (owner, epoch, until) = read_lease!(tx, lock);
-            if owner.as_deref() != Some(lease.owner.as_str()) || epoch != lease.epoch || until <= now_ms
+            if owner.as_deref() != Some(lease.owner.as_str())
+                || epoch != lease.epoch
+                || until <= now_ms
             {
                 (false, false)
             } else {
@@ -979,7 +979,9 @@ pub const CALLBACK_REPLAY_SCAN_EVERY: &str = "*/2 * * * *";
 /// Test only (`serve --test-cron-heartbeat EXPR`): a schedule whose jobs do nothing
 /// but report their fire time, to prove singleton firing across processes.
 pub static HEARTBEAT: JobKind = JobKind {
-    lease_ms: 10_000,
+    // Short: a round cut off by a killed process is recovered and re-run within the
+    // few seconds the two-process test watches.
+    lease_ms: 3_000,
     cap: None,
     ..JobKind::new("cron_heartbeat", "CRHB")
 };
