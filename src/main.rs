@@ -32,6 +32,14 @@ enum Command {
         /// Base URL operators reach this API at; alerts link to the audit view there.
         #[arg(long, env = "FACTLEDGER_PUBLIC_URL")]
         public_url: Option<String>,
+        /// How long the cron lease lasts without renewal (ms); a dead holder's
+        /// firings are taken over after it.
+        #[arg(long, env = "FACTLEDGER_CRON_LEASE_MS")]
+        cron_lease_ms: Option<i64>,
+        /// Test only: also fire a no-op `heartbeat` schedule with this cron
+        /// expression (six fields for seconds), to prove singleton firing.
+        #[arg(long, hide = true, env = "FACTLEDGER_TEST_CRON_HEARTBEAT")]
+        test_cron_heartbeat: Option<String>,
     },
     /// Apply pending migrations and exit.
     Migrate,
@@ -88,6 +96,18 @@ enum Command {
         #[command(subcommand)]
         action: CallbacksAction,
     },
+    /// Inspect cron schedules (prints JSON).
+    Cron {
+        #[command(subcommand)]
+        action: CronAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum CronAction {
+    /// Every schedule with its next fire time, the lease holder and the newest
+    /// firings (as `GET /v1/cron`).
+    List,
 }
 
 #[derive(Subcommand)]
@@ -173,11 +193,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             country_code,
             environment,
             public_url,
+            cron_lease_ms,
+            test_cron_heartbeat,
         } => {
             let cwd = std::env::current_dir()?;
             let options = factledger::server::ServeOptions {
                 environment: Some(environment),
                 public_url,
+                cron_lease_ms,
+                test_cron_heartbeat,
                 ..Default::default()
             };
             let started =
@@ -358,6 +382,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Jobs { action } => jobs(&cli.database_url, action).await,
+        Command::Cron {
+            action: CronAction::List,
+        } => {
+            let db = store::open(&cli.database_url).await?;
+            let country = std::env::var("FACTLEDGER_COUNTRY").unwrap_or_else(|_| "ID".into());
+            let mut options = factledger::server::ServeOptions::default();
+            let engine = factledger::server::job_engine(&db, &country, &mut options).await?;
+            let cron = factledger::server::cron_scheduler(&engine, &options)?;
+            println!("{}", serde_json::to_string_pretty(&cron.status().await?)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Callbacks {
             action: CallbacksAction::ReplayFailed { revive },
         } => {

@@ -34,6 +34,9 @@ pub struct Started {
 /// What runs in the background of a started service; dropping it stops it.
 pub struct Background {
     _jobs: crate::jobs::engine::Running,
+    /// The cron scheduler (`GET /v1/cron` reads through it).
+    pub cron: crate::jobs::cron::Scheduler,
+    _cron: crate::jobs::cron::Running,
 }
 
 /// Settings of `serve` beyond the database and country.
@@ -55,6 +58,14 @@ pub struct ServeOptions {
     /// A projector failing on one event this long raises `projection.stalled`
     /// (default [`crate::projection::STALL_ALERT_AFTER_MS_DEFAULT`]).
     pub projection_stall_alert_ms: Option<u64>,
+    /// Cron schedules besides the built-in ones (tests, embedding); their job kinds
+    /// must be among the engine's (built-in or `extra_job_kinds`).
+    pub cron_schedules: Vec<crate::jobs::cron::CronSchedule>,
+    /// The cron lease (default `cron::LEASE_MS_DEFAULT`).
+    pub cron_lease_ms: Option<i64>,
+    /// Test only: also fire the no-op `heartbeat` schedule (job kind
+    /// `cron_heartbeat`) with this expression (`serve --test-cron-heartbeat`).
+    pub test_cron_heartbeat: Option<String>,
 }
 
 /// Open the database (migrating it), bootstrap the first admin key into `key_dir`,
@@ -128,12 +139,46 @@ pub async fn job_engine(
     let replay =
         crate::callbacks::replay::ReplayHandler::new(db.db.clone(), options.callbacks.clone());
     kinds.push((&crate::callbacks::CALLBACK_REPLAY, Arc::new(replay)));
-    Ok(crate::jobs::Engine::new(
-        db.db.clone(),
-        db.store.clone(),
-        config,
-        kinds,
-    )?)
+    // Cron's built-in kinds; the replay scan runs with the engine it is registered in.
+    let slot = crate::jobs::cron::EngineSlot::default();
+    kinds.push((
+        &crate::jobs::cron::CALLBACK_REPLAY_SCAN,
+        Arc::new(crate::jobs::cron::ReplayScanHandler::new(slot.clone())),
+    ));
+    if options.test_cron_heartbeat.is_some() {
+        kinds.push((
+            &crate::jobs::cron::HEARTBEAT,
+            Arc::new(crate::jobs::cron::HeartbeatHandler),
+        ));
+    }
+    let engine = crate::jobs::Engine::new(db.db.clone(), db.store.clone(), config, kinds)?;
+    let _ = slot.set(engine.downgrade());
+    Ok(engine)
+}
+
+/// The cron scheduler of this service: the built-in schedules (so far the failed
+/// callback replay scan every 2 min), the test heartbeat if asked for, and
+/// `options.cron_schedules`, on `engine` (which must come from [`job_engine`] with the
+/// same options).
+pub fn cron_scheduler(
+    engine: &crate::jobs::Engine,
+    options: &ServeOptions,
+) -> anyhow::Result<crate::jobs::cron::Scheduler> {
+    use crate::jobs::cron;
+    let mut schedules = cron::builtin_schedules()?;
+    if let Some(expr) = &options.test_cron_heartbeat {
+        schedules.push(cron::CronSchedule::new(
+            cron::HEARTBEAT_SCHEDULE,
+            expr,
+            &cron::HEARTBEAT,
+        )?);
+    }
+    schedules.extend(options.cron_schedules.iter().cloned());
+    let mut config = cron::CronConfig::new(engine.config().owner.clone());
+    if let Some(ms) = options.cron_lease_ms {
+        config.lease_ms = ms;
+    }
+    Ok(cron::Scheduler::new(engine.clone(), schedules, config)?)
 }
 
 /// [`start`] with options.
@@ -147,8 +192,11 @@ pub async fn start_with(
     let db = crate::store::open(database_url).await?;
     let admin_key = crate::auth::bootstrap_admin(&db.keys, key_dir).await?;
     let jobs = job_engine(&db, country_code, &mut options).await?;
+    let cron = cron_scheduler(&jobs, &options)?;
     let background = Arc::new(Background {
         _jobs: jobs.start(),
+        _cron: cron.start(),
+        cron,
     });
     let projection_status = crate::projection::spawn_wallet_alerting(
         db.store.clone(),

@@ -347,6 +347,20 @@ pub struct Engine {
     inner: Arc<Inner>,
 }
 
+/// A handle on an engine that does not keep it alive: for handlers that use the
+/// engine they are registered in (a strong handle there would be a cycle that never
+/// drops the pool or the completer).
+#[derive(Clone, Default)]
+pub struct WeakEngine {
+    inner: std::sync::Weak<Inner>,
+}
+
+impl WeakEngine {
+    pub fn upgrade(&self) -> Option<Engine> {
+        self.inner.upgrade().map(|inner| Engine { inner })
+    }
+}
+
 /// Background tasks of a started engine; dropping it stops them (rounds in flight are
 /// abandoned like a crash: their leases expire and are recovered).
 pub struct Running {
@@ -484,6 +498,12 @@ impl Engine {
 
     pub fn db(&self) -> &Db {
         &self.inner.db
+    }
+
+    pub fn downgrade(&self) -> WeakEngine {
+        WeakEngine {
+            inner: Arc::downgrade(&self.inner),
+        }
     }
 
     pub fn store(&self) -> &DynStore {

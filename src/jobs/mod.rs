@@ -13,6 +13,7 @@
 //! `store::Fence`); a malformed manual selector is an error, never an automatic scan
 //! (§3.1).
 
+pub mod cron;
 pub mod engine;
 pub mod ops;
 

@@ -405,7 +405,7 @@ impl MysqlStore {
 /// one keeps running and goes back to PENDING when its round ends (the completion
 /// sees the newer generation). MariaDB evaluates these assignments left to right, so
 /// `status` is assigned last: every `IF` before it reads the old status.
-fn jobs_insert(rows: &[&super::JobRow], fact_change: bool) -> String {
+pub(crate) fn jobs_insert(rows: &[&super::JobRow], fact_change: bool) -> String {
     let mut values = String::new();
     for j in rows {
         values.push_str(if values.is_empty() { "" } else { "," });

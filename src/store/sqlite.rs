@@ -230,7 +230,10 @@ impl SqliteStore {
 /// takes the new payload, bumps the generation and revives a job that is not RUNNING
 /// to PENDING (retries 0, error cleared, due now). SQLite evaluates every assignment
 /// against the old row.
-async fn submit_job(tx: &mut Transaction<'_, Sqlite>, j: &super::JobRow) -> Result<(), StoreError> {
+pub(crate) async fn submit_job(
+    tx: &mut Transaction<'_, Sqlite>,
+    j: &super::JobRow,
+) -> Result<(), StoreError> {
     let on_conflict = if j.fact_change {
         "UPDATE SET payload = excluded.payload, request_generation = request_generation + 1, \
          retry_count = CASE WHEN status = 1 THEN retry_count ELSE 0 END, \
