@@ -8,6 +8,7 @@
 //! which is what makes replay, rebuild and reconciliation trustworthy.
 
 pub mod affiliate;
+pub mod affiliate_link;
 pub mod affiliate_order;
 pub mod campaign;
 pub mod commission;
