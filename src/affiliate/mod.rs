@@ -5,6 +5,8 @@
 //! Whatever feeds orders in (the HTTP page `POST /v1/orders:ingest`, the platform
 //! sync job) goes through [`OrderIngestor`], so every path applies the same rules.
 
+pub mod ingest;
+
 use async_trait::async_trait;
 use factledger_aggregates::affiliate_order::NormalisedOrder;
 use serde::Serialize;
