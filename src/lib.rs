@@ -7,6 +7,7 @@ pub mod bus;
 pub mod callbacks;
 pub mod db;
 pub mod jobs;
+pub mod outbox;
 pub mod projection;
 pub mod rebuild;
 pub mod reconcile;
