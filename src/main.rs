@@ -32,6 +32,8 @@ enum Command {
         /// Base URL operators reach this API at; alerts link to the audit view there.
         #[arg(long, env = "FACTLEDGER_PUBLIC_URL")]
         public_url: Option<String>,
+        #[command(flatten)]
+        outbox: OutboxArgs,
     },
     /// Apply pending migrations and exit.
     Migrate,
@@ -88,6 +90,69 @@ enum Command {
         #[command(subcommand)]
         action: CallbacksAction,
     },
+    /// The outbox relay's sinks (prints JSON).
+    Outbox {
+        #[command(subcommand)]
+        action: OutboxAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum OutboxAction {
+    /// Every sink's checkpoint, backlog and failure streak (as GET /v1/outbox/sinks).
+    Status,
+}
+
+/// Where `serve` relays outbox messages. Webhooks come from the environment only
+/// (`FACTLEDGER_WEBHOOK_<NAME>_URL` and `FACTLEDGER_WEBHOOK_<NAME>_SECRET`): their
+/// secrets must never be on a command line, where the process list shows them.
+#[derive(clap::Args)]
+struct OutboxArgs {
+    /// Relay to NATS JetStream at this URL (nats://HOST:PORT). Credentials in the URL
+    /// only through FACTLEDGER_NATS_URL.
+    #[arg(long, env = "FACTLEDGER_NATS_URL")]
+    nats_url: Option<String>,
+    /// Subjects are <prefix>.<outbox type>.
+    #[arg(long, env = "FACTLEDGER_NATS_SUBJECT_PREFIX", default_value = factledger::outbox::nats::SUBJECT_PREFIX_DEFAULT)]
+    nats_subject_prefix: String,
+    /// The JetStream stream created over <prefix>.> when missing; empty: operations
+    /// create streams themselves.
+    #[arg(long, env = "FACTLEDGER_NATS_STREAM", default_value = factledger::outbox::nats::STREAM_DEFAULT)]
+    nats_stream: String,
+    /// Write every outbox message to the log (target factledger::outbox).
+    #[arg(long, env = "FACTLEDGER_OUTBOX_LOG", default_value_t = true, action = clap::ArgAction::Set)]
+    outbox_log: bool,
+}
+
+impl OutboxArgs {
+    /// The sinks these settings and the environment describe.
+    fn sinks(self) -> anyhow::Result<Vec<std::sync::Arc<dyn factledger::outbox::Sink>>> {
+        use factledger::outbox::{log::LogSink, nats, webhook};
+        let mut sinks: Vec<std::sync::Arc<dyn factledger::outbox::Sink>> = Vec::new();
+        if self.outbox_log {
+            sinks.push(std::sync::Arc::new(LogSink));
+        }
+        if let Some(url) = self.nats_url.filter(|u| !u.trim().is_empty()) {
+            let from_env =
+                std::env::var("FACTLEDGER_NATS_URL").ok().as_deref() == Some(url.as_str());
+            if url.contains('@') && !from_env {
+                anyhow::bail!(
+                    "--nats-url carries credentials, which the process list would show: \
+                     set FACTLEDGER_NATS_URL instead"
+                );
+            }
+            let stream = Some(self.nats_stream).filter(|s| !s.trim().is_empty());
+            sinks.push(std::sync::Arc::new(nats::NatsSink::new(nats::NatsConfig {
+                url,
+                subject_prefix: self.nats_subject_prefix,
+                stream,
+            })));
+        }
+        for hook in webhook::webhooks_from_env(std::env::vars())? {
+            sinks.push(std::sync::Arc::new(webhook::WebhookSink::new(hook)?));
+        }
+        Ok(sinks)
+    }
 }
 
 #[derive(Subcommand)]
@@ -173,11 +238,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             country_code,
             environment,
             public_url,
+            outbox,
         } => {
             let cwd = std::env::current_dir()?;
+            let sinks = outbox.sinks()?;
+            tracing::info!(
+                sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),
+                "outbox sinks"
+            );
             let options = factledger::server::ServeOptions {
                 environment: Some(environment),
                 public_url,
+                outbox_sinks: sinks,
                 ..Default::default()
             };
             let started =
@@ -358,6 +430,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Jobs { action } => jobs(&cli.database_url, action).await,
+        Command::Outbox {
+            action: OutboxAction::Status,
+        } => {
+            let db = store::open(&cli.database_url).await?;
+            let status = factledger::outbox::status(&db.db).await?;
+            println!("{}", serde_json::to_string_pretty(&status)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Callbacks {
             action: CallbacksAction::ReplayFailed { revive },
         } => {

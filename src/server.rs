@@ -34,6 +34,7 @@ pub struct Started {
 /// What runs in the background of a started service; dropping it stops it.
 pub struct Background {
     _jobs: crate::jobs::engine::Running,
+    _outbox: crate::outbox::Running,
 }
 
 /// Settings of `serve` beyond the database and country.
@@ -52,6 +53,13 @@ pub struct ServeOptions {
     pub job_scan_interval_ms: Option<u64>,
     /// Callback providers served at `POST /v1/callbacks/{provider}` (none by default).
     pub callbacks: crate::callbacks::Registry,
+    /// Outbox sinks this process relays to, one relay task each (none by default;
+    /// the `serve` command adds the log sink, NATS and webhooks from its flags and
+    /// environment). Names must be unique.
+    pub outbox_sinks: Vec<Arc<dyn crate::outbox::Sink>>,
+    /// The relays' batch size, polling and backoff (default: the named constants of
+    /// `crate::outbox::relay`).
+    pub outbox_relay: crate::outbox::RelayConfig,
 }
 
 /// Open the database (migrating it), bootstrap the first admin key into `key_dir`,
@@ -144,8 +152,11 @@ pub async fn start_with(
     let db = crate::store::open(database_url).await?;
     let admin_key = crate::auth::bootstrap_admin(&db.keys, key_dir).await?;
     let jobs = job_engine(&db, country_code, &mut options).await?;
+    let sinks = std::mem::take(&mut options.outbox_sinks);
+    check_sink_names(&sinks)?;
     let background = Arc::new(Background {
         _jobs: jobs.start(),
+        _outbox: crate::outbox::spawn(db.db.clone(), sinks, options.outbox_relay.clone()),
     });
     let projection_status =
         crate::projection::spawn_wallet(db.store.clone(), db.projections.clone());
@@ -164,6 +175,25 @@ pub async fn start_with(
         callbacks: options.callbacks.clone(),
     };
     Ok(Started { state, admin_key })
+}
+
+/// Each sink has its own checkpoint row, so two sinks of one name would share (and
+/// fight over) one; names also have to fit the column.
+fn check_sink_names(sinks: &[Arc<dyn crate::outbox::Sink>]) -> anyhow::Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for s in sinks {
+        let name = s.name();
+        if name.is_empty() || name.chars().count() > crate::outbox::SINK_NAME_LEN_MAX {
+            anyhow::bail!(
+                "outbox sink name {name:?} must be 1-{} characters",
+                crate::outbox::SINK_NAME_LEN_MAX
+            );
+        }
+        if !seen.insert(name) {
+            anyhow::bail!("two outbox sinks are named {name:?}");
+        }
+    }
+    Ok(())
 }
 
 /// Serve until the future `shutdown` completes.

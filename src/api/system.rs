@@ -33,6 +33,7 @@ use utoipa::OpenApi;
         super::callbacks::receive,
         super::callbacks::list,
         super::callbacks::show,
+        super::outbox::sinks,
         health
     ),
     components(schemas(
@@ -77,7 +78,9 @@ use utoipa::OpenApi;
         super::callbacks::CallbacksPage,
         super::callbacks::CallbackDetail,
         crate::callbacks::VerifyStatus,
-        crate::callbacks::HandleStatus
+        crate::callbacks::HandleStatus,
+        crate::outbox::OutboxStatus,
+        crate::outbox::SinkStatus
     )),
     modifiers(&BearerAuth)
 )]
