@@ -808,3 +808,45 @@ both_backends!(
         assert_eq!(cli["sinks"][0]["backlog"], json!(3));
     }
 );
+
+/// Run the binary's `serve` with `args` and `env`; it must exit (refusing its
+/// configuration) within a bound, else it is killed and the test fails.
+fn serve_refuses(args: &[&str], env: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("f.db").display());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_factledger"));
+    cmd.current_dir(dir.path())
+        .env_remove("DATABASE_URL")
+        .env_remove("FACTLEDGER_NATS_URL")
+        .env("RUST_LOG", "warn")
+        .args(["--database-url", &url, "serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("run factledger");
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS_MAX);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve {args:?} started instead of refusing its configuration");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn serve_refuses_a_webhook_without_its_secret_and_credentials_on_the_command_line() {
+    let e = serve_refuses(
+        &[],
+        &[("FACTLEDGER_WEBHOOK_BI_URL", "http://127.0.0.1:9/h")],
+    );
+    assert!(e.contains("FACTLEDGER_WEBHOOK_BI_SECRET"), "{e}");
+    let e = serve_refuses(&["--nats-url", "nats://user:pw@127.0.0.1:4222"], &[]);
+    assert!(e.contains("FACTLEDGER_NATS_URL"), "{e}");
+}

@@ -193,14 +193,14 @@ SQL
 }
 
 # A NATS server greets every new connection with an INFO line; bash's /dev/tcp reads
-# it without needing any client installed.
-nats_answers() {
-  local greeting=""
-  exec 3<>"/dev/tcp/${NATS_HOST}/${NATS_PORT}" 2>/dev/null || return 1
+# it without needing any client installed. A subshell, so the descriptor and the
+# silenced stderr of `exec` stay in it.
+nats_answers() (
+  greeting=""
+  exec 3<>"/dev/tcp/${NATS_HOST}/${NATS_PORT}" || exit 1
   read -r -t 2 greeting <&3 || true
-  exec 3<&- 3>&-
   [[ "$greeting" == INFO* ]]
-}
+) 2>/dev/null
 
 # Install (only when missing) and start nats-server with JetStream, without systemd.
 ensure_nats() {
