@@ -22,6 +22,10 @@ pub const DELIVERY_TIMEOUT_MS: u64 = 10_000;
 /// as an error (MariaDB can show a later id a moment before an earlier one; ids are
 /// dense, so a hole that lasts was deleted by hand). It is never skipped either way.
 pub const HOLE_WAIT_MS: u64 = 2_000;
+/// How often an idle or failing relay refreshes its backlog gauge (two reads): a
+/// scrape every few seconds needs no fresher number, and an idle poll stays two
+/// reads (checkpoint, rows).
+pub const BACKLOG_GAUGE_EVERY_MS: u64 = 1_000;
 
 /// Tunables of a relay; the defaults are the constants above (tests shorten them).
 #[derive(Debug, Clone)]
@@ -197,9 +201,17 @@ async fn run(db: Db, sink: Arc<dyn Sink>, config: RelayConfig) {
     tracing::info!(sink = %name, "outbox relay started");
     let mut failures = 0u32;
     let mut hole_since: Option<Instant> = None;
+    let mut gauge_at: Option<Instant> = None;
     loop {
         let outcome = relay_once(&db, sink.as_ref(), &config).await;
-        publish_backlog(&db, &name).await;
+        let delivered = matches!(outcome, Ok(Step::Delivered { .. }));
+        if delivered
+            || !gauge_at
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(BACKLOG_GAUGE_EVERY_MS))
+        {
+            gauge_at = Some(Instant::now());
+            publish_backlog(&db, &name).await;
+        }
         let pause_ms = match outcome {
             Ok(Step::Delivered { .. }) => {
                 failures = 0;
