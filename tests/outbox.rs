@@ -850,3 +850,110 @@ fn serve_refuses_a_webhook_without_its_secret_and_credentials_on_the_command_lin
     let e = serve_refuses(&["--nats-url", "nats://user:pw@127.0.0.1:4222"], &[]);
     assert!(e.contains("FACTLEDGER_NATS_URL"), "{e}");
 }
+
+/// A sink that records every id it was given, in order, under a shared name.
+struct Recording {
+    name: &'static str,
+    got: Arc<Mutex<Vec<i64>>>,
+}
+
+#[async_trait::async_trait]
+impl Sink for Recording {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    async fn deliver(&self, m: &OutboxMessage) -> Result<(), SinkError> {
+        self.got.lock().expect("lock").push(m.id);
+        Ok(())
+    }
+}
+
+both_backends!(
+    two_running_relays_of_one_sink_deliver_every_id_at_least_once_in_order,
+    |db: TestDb| async move {
+        let d = db.database().await;
+        let bus = CommandBus::<Wallet>::start(db.store.clone());
+        // One destination, fed by two processes' relays of the same sink, racing for
+        // one checkpoint while commands keep writing rows.
+        let destination: Arc<Mutex<Vec<i64>>> = Arc::default();
+        let config = RelayConfig {
+            batch_rows: 3,
+            ..quick()
+        };
+        let relay = |config: RelayConfig| {
+            let sink = Recording {
+                name: "twin",
+                got: Arc::clone(&destination),
+            };
+            outbox::spawn(d.db.clone(), vec![Arc::new(sink)], config)
+        };
+        let (_a, _b) = (relay(config.clone()), relay(config));
+        traffic(&bus, &["w-1", "w-2", "w-3"], 5, "c").await;
+        let max = all_rows(&d.db).await.last().map(|r| r.id).expect("rows");
+        wait_delivered(&d.db, "twin", max).await;
+        // What a consumer that dedupes by id keeps: every id, in id order (a relay
+        // delivers an id only after every smaller one was delivered by someone).
+        let got = destination.lock().expect("lock").clone();
+        let mut first_seen = Vec::new();
+        for id in &got {
+            if !first_seen.contains(id) {
+                first_seen.push(*id);
+            }
+        }
+        assert_eq!(first_seen, (1..=max).collect::<Vec<_>>(), "{got:?}");
+    }
+);
+
+/// A webhook that accepts the connection and never answers.
+async fn silent_receiver() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = loopback().await;
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(|| async {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            axum::http::StatusCode::NO_CONTENT
+        }),
+    );
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, task)
+}
+
+both_backends!(
+    a_sink_that_never_answers_times_out_and_holds_back_nothing_else,
+    |db: TestDb| async move {
+        let (url, silent) = silent_receiver().await;
+        let key_dir = tempfile::tempdir().expect("key dir");
+        let options = factledger::server::ServeOptions {
+            outbox_sinks: vec![
+                webhook("silent", url, SECRET),
+                Arc::new(outbox::log::LogSink),
+            ],
+            outbox_relay: RelayConfig {
+                delivery_timeout_ms: 300,
+                ..quick()
+            },
+            ..Default::default()
+        };
+        let started = factledger::server::start_with(&db.url, "ID", key_dir.path(), options)
+            .await
+            .expect("service starts");
+        let dbp = started.state.jobs.db().clone();
+        traffic(&started.state.wallets, &["w-1", "w-2"], 2, "c").await;
+        let max = all_rows(&dbp).await.last().map(|r| r.id).expect("rows");
+        wait_delivered(&dbp, "log", max).await;
+        let s = eventually("the silent webhook to time out twice", || async {
+            sink_status(&dbp, "webhook:silent")
+                .await
+                .filter(|s| s.attempts >= 2)
+        })
+        .await;
+        assert_eq!(s.delivered_id, 0);
+        let e = s.last_error.unwrap_or_default();
+        assert!(e.contains("no acknowledgement within 300 ms"), "{e}");
+        silent.abort();
+    }
+);
