@@ -183,6 +183,9 @@ impl Sink for WebhookSink {
             .send()
             .await
             .map_err(|e| {
+                // The URL may carry a token in its query; `last_error` is readable by
+                // every role, so it is left out.
+                let e = e.without_url();
                 if e.is_timeout() {
                     SinkError::Timeout(WEBHOOK_TIMEOUT_MS)
                 } else if e.is_connect() {
