@@ -204,11 +204,11 @@ async fn run(db: Db, sink: Arc<dyn Sink>, config: RelayConfig) {
     let mut gauge_at: Option<Instant> = None;
     loop {
         let outcome = relay_once(&db, sink.as_ref(), &config).await;
-        let delivered = matches!(outcome, Ok(Step::Delivered { .. }));
-        if delivered
-            || !gauge_at
-                .is_some_and(|t| t.elapsed() < Duration::from_millis(BACKLOG_GAUGE_EVERY_MS))
-        {
+        let gauge_due = match gauge_at {
+            None => true,
+            Some(t) => t.elapsed() >= Duration::from_millis(BACKLOG_GAUGE_EVERY_MS),
+        };
+        if gauge_due || matches!(outcome, Ok(Step::Delivered { .. })) {
             gauge_at = Some(Instant::now());
             publish_backlog(&db, &name).await;
         }
