@@ -297,6 +297,9 @@ struct Received {
     accepted: Vec<Value>,
     refused: usize,
     bad_signatures: usize,
+    /// Deliveries whose id header or content type did not match the body (asserting
+    /// inside the handler would only drop the connection and make the relay retry).
+    bad_headers: usize,
 }
 
 /// A webhook receiver on loopback: verifies the signature with the secret (its own
@@ -353,9 +356,12 @@ impl Receiver {
                             seen.bad_signatures += 1;
                             return axum::http::StatusCode::UNAUTHORIZED;
                         }
-                        let v: Value = serde_json::from_slice(&body).expect("JSON body");
-                        assert_eq!(h("x-factledger-outbox-id"), v["id"].to_string());
-                        assert_eq!(h("content-type"), "application/json");
+                        let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                        if h("x-factledger-outbox-id").parse::<i64>().ok() != v["id"].as_i64()
+                            || h("content-type") != "application/json"
+                        {
+                            seen.bad_headers += 1;
+                        }
                         seen.accepted.push(v);
                         axum::http::StatusCode::NO_CONTENT
                     }
@@ -410,6 +416,7 @@ both_backends!(
             assert_is_row(body, row);
         }
         assert_in_order_per_aggregate(&accepted);
+        assert_eq!(receiver.received.lock().expect("lock").bad_headers, 0);
 
         let forged = eventually("the forged webhook to fail", || async {
             sink_status(&dbp, "webhook:forged")
