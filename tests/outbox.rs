@@ -680,14 +680,12 @@ impl std::io::Write for Captured {
     }
 }
 
-both_backends!(
-    the_log_sink_writes_one_line_per_message,
-    |db: TestDb| async move {
-        let d = db.database().await;
-        let bus = CommandBus::<Wallet>::start(db.store.clone());
-        traffic(&bus, &["w-1", "w-2"], 1, "c").await;
-        let rows = all_rows(&d.db).await;
-
+/// This test binary's log, captured by a global subscriber installed once. (A
+/// thread-scoped `set_default` loses lines here: tracing caches each call site's
+/// interest process-wide, and tests running in parallel rebuild it under each other.)
+fn captured_log() -> &'static Captured {
+    static LOG: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
         let captured = Captured::default();
         let writer = captured.clone();
         let subscriber = tracing_subscriber::fmt()
@@ -695,31 +693,48 @@ both_backends!(
             .with_ansi(false)
             .with_max_level(tracing::Level::INFO)
             .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+        captured
+    })
+}
+
+both_backends!(
+    the_log_sink_writes_one_line_per_message,
+    |db: TestDb| async move {
+        let log = captured_log();
+        let d = db.database().await;
+        let bus = CommandBus::<Wallet>::start(db.store.clone());
+        // Wallet ids of this test only: the log holds every test's lines.
+        let u = uuid::Uuid::new_v4().simple().to_string();
+        let (w1, w2) = (format!("log1-{}", &u[..8]), format!("log2-{}", &u[..8]));
+        traffic(&bus, &[&w1, &w2], 1, "c").await;
+        let rows = all_rows(&d.db).await;
+
         let sink = outbox::log::LogSink;
-        {
-            // The relay runs on this task, so this thread's subscriber sees its lines.
-            let _guard = tracing::subscriber::set_default(subscriber);
-            let config = quick();
-            while outbox::relay_once(&d.db, &sink, &config)
-                .await
-                .expect("relay")
-                != Step::Idle
-            {}
-        }
-        let text = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
+        let config = quick();
+        while outbox::relay_once(&d.db, &sink, &config)
+            .await
+            .expect("relay")
+            != Step::Idle
+        {}
+        let text = String::from_utf8_lossy(&log.0.lock().expect("lock")).into_owned();
         let lines: Vec<&str> = text
             .lines()
             .filter(|l| l.contains("outbox message"))
+            .filter(|l| {
+                l.contains(&format!("aggregateid={w1} "))
+                    || l.contains(&format!("aggregateid={w2} "))
+            })
             .collect();
         assert_eq!(lines.len(), rows.len(), "{text}");
         for (line, row) in lines.iter().zip(&rows) {
             assert!(line.contains(&format!("outbox_id={} ", row.id)), "{line}");
             assert!(
-                line.contains(&format!("outbox_type={}", row.r#type)),
+                line.contains(&format!("outbox_type={} ", row.r#type)),
                 "{line}"
             );
             assert!(
-                line.contains(&format!("aggregateid={}", row.aggregateid)),
+                line.contains(&format!("aggregateid={} ", row.aggregateid)),
                 "{line}"
             );
         }
