@@ -8,6 +8,7 @@ pub mod bus;
 pub mod callbacks;
 pub mod db;
 pub mod jobs;
+pub mod outbox;
 pub mod projection;
 pub mod rebuild;
 pub mod reconcile;

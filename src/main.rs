@@ -40,6 +40,8 @@ enum Command {
         /// expression (six fields for seconds), to prove singleton firing.
         #[arg(long, hide = true, env = "FACTLEDGER_TEST_CRON_HEARTBEAT")]
         test_cron_heartbeat: Option<String>,
+        #[command(flatten)]
+        outbox: OutboxArgs,
     },
     /// Apply pending migrations and exit.
     Migrate,
@@ -101,6 +103,11 @@ enum Command {
         #[command(subcommand)]
         action: CronAction,
     },
+    /// The outbox relay's sinks (prints JSON).
+    Outbox {
+        #[command(subcommand)]
+        action: OutboxAction,
+    },
 }
 
 #[derive(Subcommand)]
@@ -108,6 +115,64 @@ enum CronAction {
     /// Every schedule with its next fire time, the lease holder and the newest
     /// firings (as `GET /v1/cron`).
     List,
+}
+
+#[derive(Subcommand)]
+enum OutboxAction {
+    /// Every sink's checkpoint, backlog and failure streak (as GET /v1/outbox/sinks).
+    Status,
+}
+
+/// Where `serve` relays outbox messages. Webhooks come from the environment only
+/// (`FACTLEDGER_WEBHOOK_<NAME>_URL` and `FACTLEDGER_WEBHOOK_<NAME>_SECRET`): their
+/// secrets must never be on a command line, where the process list shows them.
+#[derive(clap::Args)]
+struct OutboxArgs {
+    /// Relay to NATS JetStream at this URL (nats://HOST:PORT). Credentials in the URL
+    /// only through FACTLEDGER_NATS_URL.
+    #[arg(long, env = "FACTLEDGER_NATS_URL")]
+    nats_url: Option<String>,
+    /// Subjects are <prefix>.<outbox type>.
+    #[arg(long, env = "FACTLEDGER_NATS_SUBJECT_PREFIX", default_value = factledger::outbox::nats::SUBJECT_PREFIX_DEFAULT)]
+    nats_subject_prefix: String,
+    /// The JetStream stream created over <prefix>.> when missing; empty: operations
+    /// create streams themselves.
+    #[arg(long, env = "FACTLEDGER_NATS_STREAM", default_value = factledger::outbox::nats::STREAM_DEFAULT)]
+    nats_stream: String,
+    /// Write every outbox message to the log (target factledger::outbox).
+    #[arg(long, env = "FACTLEDGER_OUTBOX_LOG", default_value_t = true, action = clap::ArgAction::Set)]
+    outbox_log: bool,
+}
+
+impl OutboxArgs {
+    /// The sinks these settings and the environment describe.
+    fn sinks(self) -> anyhow::Result<Vec<std::sync::Arc<dyn factledger::outbox::Sink>>> {
+        use factledger::outbox::{log::LogSink, nats, webhook};
+        let mut sinks: Vec<std::sync::Arc<dyn factledger::outbox::Sink>> = Vec::new();
+        if self.outbox_log {
+            sinks.push(std::sync::Arc::new(LogSink));
+        }
+        if let Some(url) = self.nats_url.filter(|u| !u.trim().is_empty()) {
+            let from_env =
+                std::env::var("FACTLEDGER_NATS_URL").ok().as_deref() == Some(url.as_str());
+            if url.contains('@') && !from_env {
+                anyhow::bail!(
+                    "--nats-url carries credentials, which the process list would show: \
+                     set FACTLEDGER_NATS_URL instead"
+                );
+            }
+            let stream = Some(self.nats_stream).filter(|s| !s.trim().is_empty());
+            sinks.push(std::sync::Arc::new(nats::NatsSink::new(nats::NatsConfig {
+                url,
+                subject_prefix: self.nats_subject_prefix,
+                stream,
+            })));
+        }
+        for hook in webhook::webhooks_from_env(std::env::vars())? {
+            sinks.push(std::sync::Arc::new(webhook::WebhookSink::new(hook)?));
+        }
+        Ok(sinks)
+    }
 }
 
 #[derive(Subcommand)]
@@ -195,13 +260,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             public_url,
             cron_lease_ms,
             test_cron_heartbeat,
+            outbox,
         } => {
             let cwd = std::env::current_dir()?;
+            let sinks = outbox.sinks()?;
+            tracing::info!(
+                sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),
+                "outbox sinks"
+            );
             let options = factledger::server::ServeOptions {
                 environment: Some(environment),
                 public_url,
                 cron_lease_ms,
                 test_cron_heartbeat,
+                outbox_sinks: sinks,
                 ..Default::default()
             };
             let started =
@@ -391,6 +463,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let engine = factledger::server::job_engine(&db, &country, &mut options).await?;
             let cron = factledger::server::cron_scheduler(&engine, &options)?;
             println!("{}", serde_json::to_string_pretty(&cron.status().await?)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Outbox {
+            action: OutboxAction::Status,
+        } => {
+            let db = store::open(&cli.database_url).await?;
+            let status = factledger::outbox::status(&db.db).await?;
+            println!("{}", serde_json::to_string_pretty(&status)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Callbacks {

@@ -37,6 +37,7 @@ pub struct Background {
     /// The cron scheduler (`GET /v1/cron` reads through it).
     pub cron: crate::jobs::cron::Scheduler,
     _cron: crate::jobs::cron::Running,
+    _outbox: crate::outbox::Running,
 }
 
 /// Settings of `serve` beyond the database and country.
@@ -66,6 +67,13 @@ pub struct ServeOptions {
     /// Test only: also fire the no-op `heartbeat` schedule (job kind
     /// `cron_heartbeat`) with this expression (`serve --test-cron-heartbeat`).
     pub test_cron_heartbeat: Option<String>,
+    /// Outbox sinks this process relays to, one relay task each (none by default;
+    /// the `serve` command adds the log sink, NATS and webhooks from its flags and
+    /// environment). Names must be unique.
+    pub outbox_sinks: Vec<Arc<dyn crate::outbox::Sink>>,
+    /// The relays' batch size, polling and backoff (default: the named constants of
+    /// `crate::outbox::relay`).
+    pub outbox_relay: crate::outbox::RelayConfig,
 }
 
 /// Open the database (migrating it), bootstrap the first admin key into `key_dir`,
@@ -193,10 +201,13 @@ pub async fn start_with(
     let admin_key = crate::auth::bootstrap_admin(&db.keys, key_dir).await?;
     let jobs = job_engine(&db, country_code, &mut options).await?;
     let cron = cron_scheduler(&jobs, &options)?;
+    let sinks = std::mem::take(&mut options.outbox_sinks);
+    check_sink_names(&sinks)?;
     let background = Arc::new(Background {
         _jobs: jobs.start(),
         _cron: cron.start(),
         cron,
+        _outbox: crate::outbox::spawn(db.db.clone(), sinks, options.outbox_relay.clone()),
     });
     let projection_status = crate::projection::spawn_wallet_alerting(
         db.store.clone(),
@@ -223,6 +234,25 @@ pub async fn start_with(
         callbacks: options.callbacks.clone(),
     };
     Ok(Started { state, admin_key })
+}
+
+/// Each sink has its own checkpoint row, so two sinks of one name would share (and
+/// fight over) one; names also have to fit the column.
+fn check_sink_names(sinks: &[Arc<dyn crate::outbox::Sink>]) -> anyhow::Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for s in sinks {
+        let name = s.name();
+        if name.is_empty() || name.chars().count() > crate::outbox::SINK_NAME_LEN_MAX {
+            anyhow::bail!(
+                "outbox sink name {name:?} must be 1-{} characters",
+                crate::outbox::SINK_NAME_LEN_MAX
+            );
+        }
+        if !seen.insert(name) {
+            anyhow::bail!("two outbox sinks are named {name:?}");
+        }
+    }
+    Ok(())
 }
 
 /// Serve until the future `shutdown` completes.

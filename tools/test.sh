@@ -3,6 +3,9 @@
 #   0. make sure a Rust toolchain with rustfmt and clippy is there (rustup when not),
 #   1. make sure MariaDB answers on 127.0.0.1:3306 with root and an empty password
 #      (installs and starts it WITHOUT systemd on a fresh Debian 12, as root),
+#   1b. make sure a NATS server with JetStream answers on 127.0.0.1:4222 (installs the
+#      Debian package nats-server when missing and starts `nats-server -js` in the
+#      background, store under /tmp; the outbox relay tests publish to it),
 #   2. drop stale `fl_test_*` databases left by earlier, interrupted runs,
 #   3. cargo fmt --check, cargo clippy -D warnings, cargo test (both in the dev
 #      profile, so dependencies are built once for it; no release build).
@@ -24,8 +27,14 @@ readonly MYSQL_SOCK=/run/mysqld/mysqld.sock
 readonly MYSQL_LOG=/var/log/mysql/error.log
 readonly MARIADB_START_TIMEOUT_S=60
 readonly FL_TEST_DB_STALE_MIN="${FL_TEST_DB_STALE_MIN:-10}"
+readonly NATS_HOST=127.0.0.1
+readonly NATS_PORT=4222
+readonly NATS_STORE_DIR=/tmp/factledger-nats
+readonly NATS_LOG=/tmp/factledger-nats.log
+readonly NATS_START_TIMEOUT_S=30
 
 export FACTLEDGER_TEST_MYSQL_URL="mysql://root@${MYSQL_HOST}:${MYSQL_PORT}"
+export FACTLEDGER_TEST_NATS_URL="nats://${NATS_HOST}:${NATS_PORT}"
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 
 current_section="setup"
@@ -183,6 +192,45 @@ SQL
   echo "database factledger_test ready"
 }
 
+# A NATS server greets every new connection with an INFO line; bash's /dev/tcp reads
+# it without needing any client installed. A subshell, so the descriptor and the
+# silenced stderr of `exec` stay in it.
+nats_answers() (
+  greeting=""
+  exec 3<>"/dev/tcp/${NATS_HOST}/${NATS_PORT}" || exit 1
+  read -r -t 2 greeting <&3 || true
+  [[ "$greeting" == INFO* ]]
+) 2>/dev/null
+
+# Install (only when missing) and start nats-server with JetStream, without systemd.
+ensure_nats() {
+  if nats_answers; then
+    echo "NATS answers on ${NATS_HOST}:${NATS_PORT}"
+    return 0
+  fi
+  if ! command -v nats-server >/dev/null 2>&1; then
+    echo "installing nats-server"
+    apt_install nats-server
+    # The package may have started a server through invoke-rc.d; if so, reuse it.
+    if nats_answers; then
+      return 0
+    fi
+  fi
+  mkdir -p "$NATS_STORE_DIR"
+  echo "starting nats-server -js (no systemd; store $NATS_STORE_DIR, log $NATS_LOG)"
+  nohup nats-server -js -a "$NATS_HOST" -p "$NATS_PORT" -sd "$NATS_STORE_DIR" \
+    >"$NATS_LOG" 2>&1 </dev/null &
+  local waited_s=0
+  until nats_answers; do
+    if [ "$waited_s" -ge "$NATS_START_TIMEOUT_S" ]; then
+      tail -n 30 "$NATS_LOG" >&2 2>/dev/null || true
+      die "NATS did not answer on ${NATS_HOST}:${NATS_PORT} within ${NATS_START_TIMEOUT_S} s (log: $NATS_LOG)"
+    fi
+    sleep 1
+    waited_s=$((waited_s + 1))
+  done
+}
+
 section "Rust toolchain"
 ensure_rust
 
@@ -190,6 +238,10 @@ section "MariaDB on ${MYSQL_HOST}:${MYSQL_PORT}"
 ensure_mariadb
 drop_stale_test_databases
 echo "FACTLEDGER_TEST_MYSQL_URL=$FACTLEDGER_TEST_MYSQL_URL"
+
+section "NATS JetStream on ${NATS_HOST}:${NATS_PORT}"
+ensure_nats
+echo "FACTLEDGER_TEST_NATS_URL=$FACTLEDGER_TEST_NATS_URL"
 echo "RUST_TEST_THREADS=$RUST_TEST_THREADS"
 echo "CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-<default: ./target>}"
 

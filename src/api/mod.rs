@@ -5,6 +5,7 @@ mod audit;
 mod callbacks;
 mod cron;
 mod jobs;
+mod outbox;
 mod problem;
 mod rebuilds;
 mod reconciliations;
@@ -80,6 +81,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs:resume", post(jobs::resume))
         .route("/v1/jobs/{code}", get(jobs::show).post(jobs::post_on_job))
         .route("/v1/cron", get(cron::status))
+        .route("/v1/outbox/sinks", get(outbox::sinks))
         .route("/v1/callbacks", get(callbacks::list))
         // No bearer key on the POST: providers authenticate by signature or token.
         .route(

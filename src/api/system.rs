@@ -34,6 +34,7 @@ use utoipa::OpenApi;
         super::callbacks::receive,
         super::callbacks::list,
         super::callbacks::show,
+        super::outbox::sinks,
         health
     ),
     components(schemas(
@@ -82,7 +83,9 @@ use utoipa::OpenApi;
         super::callbacks::CallbacksPage,
         super::callbacks::CallbackDetail,
         crate::callbacks::VerifyStatus,
-        crate::callbacks::HandleStatus
+        crate::callbacks::HandleStatus,
+        crate::outbox::OutboxStatus,
+        crate::outbox::SinkStatus
     )),
     modifiers(&BearerAuth)
 )]
