@@ -97,7 +97,15 @@ pub struct UnitBuilder {
     outbox: Vec<OutboxRow>,
     idempotency: Option<IdempotencyRow>,
     fence: Option<Fence>,
+    fail_after_streams: Option<usize>,
+    /// Every stream this attempt loaded and the version it saw: a refusal decided on
+    /// a stream that has moved since is not a refusal but a stale read (see
+    /// [`run_unit`]).
+    loads: Loads,
 }
+
+/// `(aggregate type, id, version seen)` of each load of an attempt.
+type Loads = std::sync::Arc<std::sync::Mutex<Vec<(&'static str, String, i64)>>>;
 
 impl UnitBuilder {
     pub fn new(store: DynStore, metadata: Metadata) -> UnitBuilder {
@@ -110,6 +118,8 @@ impl UnitBuilder {
             outbox: Vec::new(),
             idempotency: None,
             fence: None,
+            fail_after_streams: None,
+            loads: Loads::default(),
         }
     }
 
@@ -126,9 +136,15 @@ impl UnitBuilder {
         &self,
         aggregate_id: &str,
     ) -> Result<Loaded<A>, UnitError<E>> {
-        load::<A>(&self.store, aggregate_id)
+        let loaded = load::<A>(&self.store, aggregate_id)
             .await
-            .map_err(UnitError::from_bus)
+            .map_err(UnitError::from_bus)?;
+        self.loads.lock().unwrap_or_else(|p| p.into_inner()).push((
+            A::TYPE,
+            aggregate_id.to_owned(),
+            loaded.version,
+        ));
+        Ok(loaded)
     }
 
     /// Decide a command on a loaded stream, seal its events into the unit and move
@@ -215,6 +231,13 @@ impl UnitBuilder {
         self.fence = Some(fence);
     }
 
+    /// Test hook (acceptance case 3): the store fails the unit after writing this many
+    /// streams, before it commits. Never set in the service.
+    #[doc(hidden)]
+    pub fn fail_after_streams(&mut self, streams: usize) {
+        self.fail_after_streams = Some(streams);
+    }
+
     /// True when no decision produced an event and nothing else is to be written.
     pub fn is_empty(&self) -> bool {
         self.parts.is_empty() && self.jobs.is_empty() && self.outbox.is_empty()
@@ -227,6 +250,7 @@ impl UnitBuilder {
             jobs: self.jobs,
             outbox: self.outbox,
             fence: self.fence,
+            fail_after_streams: self.fail_after_streams,
             ..Default::default()
         };
         let mut base = 0;
@@ -264,6 +288,12 @@ pub struct UnitOutcome<T> {
 /// Build a unit with `build` and append it; on a concurrency conflict build it again
 /// on fresh state (bounded, jittered backoff). A unit with nothing to write is not
 /// appended.
+///
+/// A refusal is final only if every stream the attempt loaded is still at the version
+/// it saw: a unit that loads one stream, then another that a concurrent unit has just
+/// changed, may be refused on a mix of old and new state (a settler that read a
+/// commission as PENDING and its wallet after another settler released it). Such a
+/// refusal is a conflict, and the unit is built again.
 pub async fn run_unit<T, E, F, Fut>(
     store: &DynStore,
     metadata: &Metadata,
@@ -277,7 +307,20 @@ where
     let mut attempts = 0u32;
     loop {
         attempts += 1;
-        let (value, builder) = build(UnitBuilder::new(store.clone(), metadata.clone())).await?;
+        let builder = UnitBuilder::new(store.clone(), metadata.clone());
+        let loads = builder.loads.clone();
+        let (value, builder) = match build(builder).await {
+            Ok(built) => built,
+            Err(UnitError::Refused(e)) if attempts < UNIT_CONFLICT_RETRIES_MAX => {
+                let seen = std::mem::take(&mut *loads.lock().unwrap_or_else(|p| p.into_inner()));
+                if moved_since(store, &seen).await.map_err(UnitError::Store)? {
+                    metrics::counter!("factledger_unit_conflict_retries_total").increment(1);
+                    continue;
+                }
+                return Err(UnitError::Refused(e));
+            }
+            Err(e) => return Err(e),
+        };
         if builder.is_empty() {
             return Ok(UnitOutcome {
                 value,
@@ -313,4 +356,44 @@ where
             Err(e) => return Err(UnitError::Store(e)),
         }
     }
+}
+
+/// Whether any of these streams has an event after the version that was seen.
+async fn moved_since(
+    store: &DynStore,
+    seen: &[(&'static str, String, i64)],
+) -> Result<bool, StoreError> {
+    for (aggregate_type, id, version) in seen {
+        if !store
+            .read_stream(aggregate_type, id, version + 1, 1)
+            .await?
+            .is_empty()
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// One command on one stream as its own unit (reference data, manual actions): load,
+/// decide, append; re-decided on fresh state after a conflict.
+pub async fn run_command<A>(
+    store: &DynStore,
+    metadata: &Metadata,
+    aggregate_id: &str,
+    command: A::Command,
+) -> Result<UnitOutcome<Vec<A::Event>>, UnitError<A::Error>>
+where
+    A: Decide + Clone,
+    A::Command: Clone,
+{
+    run_unit(store, metadata, |mut unit| {
+        let command = command.clone();
+        async move {
+            let mut loaded = unit.load::<A, A::Error>(aggregate_id).await?;
+            let events = unit.decide::<A, A::Error>(&mut loaded, aggregate_id, command)?;
+            Ok((events, unit))
+        }
+    })
+    .await
 }

@@ -124,11 +124,24 @@ pub fn wallet_id(user_id: &str, currency: Currency) -> String {
 pub struct Ingestor {
     store: DynStore,
     metadata: Metadata,
+    fail_after_streams: Option<usize>,
 }
 
 impl Ingestor {
     pub fn new(store: DynStore, metadata: Metadata) -> Ingestor {
-        Ingestor { store, metadata }
+        Ingestor {
+            store,
+            metadata,
+            fail_after_streams: None,
+        }
+    }
+
+    /// Test hook (acceptance case 3): every unit fails after writing this many
+    /// streams, before it commits.
+    #[doc(hidden)]
+    pub fn failing_after_streams(mut self, streams: usize) -> Ingestor {
+        self.fail_after_streams = Some(streams);
+        self
     }
 
     /// Ingest one order in its own unit and say what happened to it.
@@ -148,11 +161,15 @@ impl Ingestor {
             field: None,
             position: None,
         };
+        let fail_after = self.fail_after_streams;
         let outcome = run_unit(&self.store, &self.metadata, |mut unit| {
             let order = order.clone();
             async move {
                 if let Some(f) = fence {
                     unit.fence(f);
+                }
+                if let Some(n) = fail_after {
+                    unit.fail_after_streams(n);
                 }
                 let outcome = ingest_unit(&mut unit, order).await?;
                 Ok((outcome, unit))

@@ -6,6 +6,7 @@
 //! sync job) goes through [`OrderIngestor`], so every path applies the same rules.
 
 pub mod ingest;
+pub mod settlement;
 
 use async_trait::async_trait;
 use factledger_aggregates::affiliate_order::NormalisedOrder;
