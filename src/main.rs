@@ -32,6 +32,10 @@ enum Command {
         /// Base URL operators reach this API at; alerts link to the audit view there.
         #[arg(long, env = "FACTLEDGER_PUBLIC_URL")]
         public_url: Option<String>,
+        /// Platform order sync: comma-separated countries (`ID`: every platform with a
+        /// FACTLEDGER_PLATFORM_<PLATFORM>_URL) or pairs (`TIKTOK:ID`). Empty: none.
+        #[arg(long, env = "FACTLEDGER_PLATFORM_COUNTRIES", default_value = "")]
+        platform_countries: String,
     },
     /// Apply pending migrations and exit.
     Migrate,
@@ -173,11 +177,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             country_code,
             environment,
             public_url,
+            platform_countries,
         } => {
             let cwd = std::env::current_dir()?;
+            let platform_sync =
+                factledger::affiliate::sync::SyncConfig::from_env(&platform_countries)?;
             let options = factledger::server::ServeOptions {
                 environment: Some(environment),
                 public_url,
+                platform_sync,
                 ..Default::default()
             };
             let started =

@@ -55,6 +55,14 @@ pub struct ServeOptions {
     /// A projector failing on one event this long raises `projection.stalled`
     /// (default [`crate::projection::STALL_ALERT_AFTER_MS_DEFAULT`]).
     pub projection_stall_alert_ms: Option<u64>,
+    /// Platform order sync (R-ORD-8): the platform × country pairs and their URLs
+    /// (`--platform-countries`, `FACTLEDGER_PLATFORM_<PLATFORM>_URL`). The
+    /// `platform_sync` kind is registered when pairs are configured AND
+    /// `order_ingestor` is set; the cron calls
+    /// [`crate::affiliate::sync::submit_sync_jobs`] with `platform_sync.pairs`.
+    pub platform_sync: crate::affiliate::sync::SyncConfig,
+    /// The ingest unit every synced page goes through.
+    pub order_ingestor: Option<Arc<dyn crate::affiliate::OrderIngestor>>,
 }
 
 /// Open the database (migrating it), bootstrap the first admin key into `key_dir`,
@@ -128,6 +136,23 @@ pub async fn job_engine(
     let replay =
         crate::callbacks::replay::ReplayHandler::new(db.db.clone(), options.callbacks.clone());
     kinds.push((&crate::callbacks::CALLBACK_REPLAY, Arc::new(replay)));
+    if !options.platform_sync.pairs.is_empty() {
+        match &options.order_ingestor {
+            Some(ingestor) => {
+                let handler = options.platform_sync.handler(
+                    db.db.clone(),
+                    ingestor.clone(),
+                    crate::affiliate::sync::SyncSettings::default(),
+                )?;
+                kinds.push((&crate::affiliate::sync::PLATFORM_SYNC, Arc::new(handler)));
+            }
+            None => tracing::warn!(
+                pairs = options.platform_sync.pairs.len(),
+                "platform sync is configured but no order ingestor is wired in: \
+                 the platform_sync job kind is not registered"
+            ),
+        }
+    }
     Ok(crate::jobs::Engine::new(
         db.db.clone(),
         db.store.clone(),

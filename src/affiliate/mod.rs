@@ -4,6 +4,13 @@
 //! order, commissions, campaign, wallets and outbox, in the lock order of R-WAL-3.
 //! Whatever feeds orders in (the HTTP page `POST /v1/orders:ingest`, the platform
 //! sync job) goes through [`OrderIngestor`], so every path applies the same rules.
+//!
+//! `platform.rs` fetches platform pages over HTTP and normalises their orders;
+//! `sync.rs` is the `platform_sync` job (R-ORD-8): watermark minus overlap, a page
+//! checkpoint after each page, and the 120-day lookback sweep (R-COM-4).
+
+pub mod platform;
+pub mod sync;
 
 use async_trait::async_trait;
 use factledger_aggregates::affiliate_order::NormalisedOrder;

@@ -263,7 +263,9 @@ pub fn generate(
     to_ms: i64,
 ) -> Vec<SimOrder> {
     let mut rng = SplitMix(seed ^ 0x5EED);
-    let span = u64::try_from(to_ms.saturating_sub(from_ms)).unwrap_or(0).max(1);
+    let span = u64::try_from(to_ms.saturating_sub(from_ms))
+        .unwrap_or(0)
+        .max(1);
     // Mostly pending or completed, like a live feed; the odd refund and cancellation.
     const STATUSES: [&str; 8] = [
         "PENDING",
@@ -613,48 +615,60 @@ pub fn router(sim: Sim) -> Router {
         .route("/{platform}/orders", get(orders))
         .route(
             "/control/orders",
-            post(|State(sim): State<Sim>, Json(b): Json<OrdersBody>| async move {
-                done(sim.upsert(&b.platform, &b.orders))
-            }),
+            post(
+                |State(sim): State<Sim>, Json(b): Json<OrdersBody>| async move {
+                    done(sim.upsert(&b.platform, &b.orders))
+                },
+            ),
         )
         .route(
             "/control/replays",
-            post(|State(sim): State<Sim>, Json(b): Json<OrdersBody>| async move {
-                done(sim.replay(&b.platform, &b.orders))
-            }),
+            post(
+                |State(sim): State<Sim>, Json(b): Json<OrdersBody>| async move {
+                    done(sim.replay(&b.platform, &b.orders))
+                },
+            ),
         )
         .route(
             "/control/raw",
-            post(|State(sim): State<Sim>, Json(b): Json<RawBody>| async move {
-                done(sim.raw(&b.platform, &b.country, b.update_time_ms, b.order))
-            }),
+            post(
+                |State(sim): State<Sim>, Json(b): Json<RawBody>| async move {
+                    done(sim.raw(&b.platform, &b.country, b.update_time_ms, b.order))
+                },
+            ),
         )
         .route(
             "/control/seed",
-            post(|State(sim): State<Sim>, Json(b): Json<SeedBody>| async move {
-                done(
-                    sim.seed(&b.platform, &b.country, b.seed, b.count, b.from_ms, b.to_ms)
-                        .map(|_| ()),
-                )
-            }),
+            post(
+                |State(sim): State<Sim>, Json(b): Json<SeedBody>| async move {
+                    done(
+                        sim.seed(&b.platform, &b.country, b.seed, b.count, b.from_ms, b.to_ms)
+                            .map(|_| ()),
+                    )
+                },
+            ),
         )
         .route(
             "/control/faults",
-            post(|State(sim): State<Sim>, Json(b): Json<FaultsBody>| async move {
-                for f in b.faults {
-                    sim.fault(f.nth, f.fault);
-                }
-                done(Ok(()))
-            }),
+            post(
+                |State(sim): State<Sim>, Json(b): Json<FaultsBody>| async move {
+                    for f in b.faults {
+                        sim.fault(f.nth, f.fault);
+                    }
+                    done(Ok(()))
+                },
+            ),
         )
         .route(
             "/control/settings",
-            post(|State(sim): State<Sim>, Json(b): Json<SettingsBody>| async move {
-                if let Some(on) = b.duplicate_page_boundary {
-                    sim.set_duplicate_page_boundary(on);
-                }
-                done(Ok(()))
-            }),
+            post(
+                |State(sim): State<Sim>, Json(b): Json<SettingsBody>| async move {
+                    if let Some(on) = b.duplicate_page_boundary {
+                        sim.set_duplicate_page_boundary(on);
+                    }
+                    done(Ok(()))
+                },
+            ),
         )
         .route(
             "/control/requests",
@@ -804,7 +818,10 @@ mod tests {
                 .0,
             400
         );
-        assert_eq!(sim.orders("tiktok", &q(0, 1, None, 101)).1.unwrap_err().0, 400);
+        assert_eq!(
+            sim.orders("tiktok", &q(0, 1, None, 101)).1.unwrap_err().0,
+            400
+        );
         assert_eq!(sim.orders("ebay", &q(0, 1, None, 10)).1.unwrap_err().0, 404);
     }
 
@@ -814,7 +831,9 @@ mod tests {
             spawn("0.0.0.0:0".parse().unwrap(), Sim::new()).await,
             Err(SimError::NotLoopback(_))
         ));
-        let running = spawn("127.0.0.1:0".parse().unwrap(), Sim::new()).await.unwrap();
+        let running = spawn("127.0.0.1:0".parse().unwrap(), Sim::new())
+            .await
+            .unwrap();
         let http = reqwest::Client::new();
         let control = |path: &str| format!("http://{}/control/{path}", running.addr);
         let order = SimOrder {
