@@ -42,6 +42,10 @@ enum Command {
         test_cron_heartbeat: Option<String>,
         #[command(flatten)]
         outbox: OutboxArgs,
+        /// Platform order sync: comma-separated countries (`ID`: every platform with a
+        /// FACTLEDGER_PLATFORM_<PLATFORM>_URL) or pairs (`TIKTOK:ID`). Empty: none.
+        #[arg(long, env = "FACTLEDGER_PLATFORM_COUNTRIES", default_value = "")]
+        platform_countries: String,
     },
     /// Apply pending migrations and exit.
     Migrate,
@@ -261,8 +265,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             cron_lease_ms,
             test_cron_heartbeat,
             outbox,
+            platform_countries,
         } => {
             let cwd = std::env::current_dir()?;
+            let platform_sync =
+                factledger::affiliate::sync::SyncConfig::from_env(&platform_countries)?;
             let sinks = outbox.sinks()?;
             tracing::info!(
                 sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),
@@ -274,6 +281,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 cron_lease_ms,
                 test_cron_heartbeat,
                 outbox_sinks: sinks,
+                platform_sync,
                 ..Default::default()
             };
             let started =

@@ -74,6 +74,14 @@ pub struct ServeOptions {
     /// The relays' batch size, polling and backoff (default: the named constants of
     /// `crate::outbox::relay`).
     pub outbox_relay: crate::outbox::RelayConfig,
+    /// Platform order sync (R-ORD-8): the platform × country pairs and their URLs
+    /// (`--platform-countries`, `FACTLEDGER_PLATFORM_<PLATFORM>_URL`). The
+    /// `platform_sync` kind is registered when pairs are configured; the cron calls
+    /// [`crate::affiliate::sync::submit_sync_jobs`] with `platform_sync.pairs`.
+    pub platform_sync: crate::affiliate::sync::SyncConfig,
+    /// What synced pages go through (tests); default: the ingest unit
+    /// (`affiliate::ingest::Ingestor`) on this service's store.
+    pub order_ingestor: Option<Arc<dyn crate::affiliate::OrderIngestor>>,
 }
 
 /// Open the database (migrating it), bootstrap the first admin key into `key_dir`,
@@ -158,6 +166,21 @@ pub async fn job_engine(
             &crate::jobs::cron::HEARTBEAT,
             Arc::new(crate::jobs::cron::HeartbeatHandler),
         ));
+    }
+    if !options.platform_sync.pairs.is_empty() {
+        // Synced pages go through the ingest unit, as `POST /v1/orders:ingest` does.
+        let ingestor = options.order_ingestor.clone().unwrap_or_else(|| {
+            Arc::new(crate::affiliate::ingest::Ingestor::new(
+                db.store.clone(),
+                crate::affiliate::service_metadata("job:platform_sync", country_code),
+            ))
+        });
+        let handler = options.platform_sync.handler(
+            db.db.clone(),
+            ingestor,
+            crate::affiliate::sync::SyncSettings::default(),
+        )?;
+        kinds.push((&crate::affiliate::sync::PLATFORM_SYNC, Arc::new(handler)));
     }
     let engine = crate::jobs::Engine::new(db.db.clone(), db.store.clone(), config, kinds)?;
     let _ = slot.set(engine.downgrade());

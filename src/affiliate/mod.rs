@@ -4,9 +4,15 @@
 //! order, commissions, campaign, wallets and outbox, in the lock order of R-WAL-3.
 //! Whatever feeds orders in (the HTTP page `POST /v1/orders:ingest`, the platform
 //! sync job) goes through [`OrderIngestor`], so every path applies the same rules.
+//!
+//! `platform.rs` fetches platform pages over HTTP and normalises their orders;
+//! `sync.rs` is the `platform_sync` job (R-ORD-8): watermark minus overlap, a page
+//! checkpoint after each page, and the 120-day lookback sweep (R-COM-4).
 
 pub mod ingest;
+pub mod platform;
 pub mod settlement;
+pub mod sync;
 
 use async_trait::async_trait;
 use factledger_aggregates::affiliate_order::NormalisedOrder;
@@ -61,4 +67,19 @@ pub trait OrderIngestor: Send + Sync + 'static {
         orders: Vec<NormalisedOrder>,
         fence: Option<crate::store::Fence>,
     ) -> Result<Vec<IngestResult>, IngestError>;
+}
+
+/// Metadata of writes a background task makes on its own (no request): the actor
+/// names the task, the correlation id is fresh per call.
+pub fn service_metadata(actor: &str, country_code: &str) -> crate::store::Metadata {
+    let correlation_id = uuid::Uuid::new_v4().to_string();
+    crate::store::Metadata {
+        correlation_id: correlation_id.clone(),
+        causation_id: None,
+        command_id: None,
+        actor: actor.to_owned(),
+        request_id: correlation_id.clone(),
+        trace_id: correlation_id,
+        country_code: country_code.to_owned(),
+    }
 }

@@ -1,0 +1,524 @@
+//! Platform adapters (SPEC R-ORD-1, seed 003 §6.1): fetch one page of a platform's
+//! orders for an update-time window, outside any transaction, and normalise each order
+//! into a [`NormalisedOrder`]. The order sync (`sync.rs`) drives them page by page.
+//!
+//! Normalisation is per order: a malformed order (a missing field, an unknown status,
+//! a negative amount, another country's order) is reported as a [`MalformedOrder`] and
+//! skipped; it never stops its page and never reaches the ingest unit. A page that is
+//! unreadable as a whole (not JSON, too large, an HTTP error, a timeout) is a
+//! [`FetchError`]: the sync round fails and the job retries that page.
+//!
+//! [`HttpPlatformAdapter`] speaks the JSON shape served by `tools/platform-sim` (its
+//! crate docs describe it): `GET {base_url}/orders?country=&updated_from=&updated_to=
+//! &page_token=&page_size=`, times in epoch milliseconds, the window half-open. A real
+//! platform's adapter (signing, its own field names) implements the same trait.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use factledger_aggregates::affiliate::{CountryCode, Platform, PlatformOrderId, ReportedMinor};
+use factledger_aggregates::affiliate_order::{Attribution, NormalisedOrder, OrderStatus};
+use factledger_aggregates::money::{BoundedId, Currency};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Orders asked for per page (seed 003 §10.1: platform pages are at most 100 orders).
+pub const PAGE_SIZE_DEFAULT: u32 = 100;
+/// A whole page request, body included: long enough for a slow platform page, short
+/// enough that a hung connection fails the round well inside the job's lease.
+pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 20_000;
+/// Connecting: a platform that does not accept a connection in this long is down.
+pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// Largest page body read: 100 orders are tens of kilobytes; anything near this is not
+/// an order page, and reading it unbounded would let a broken upstream exhaust memory.
+pub const RESPONSE_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Longest page token kept: it is stored in the sync checkpoint (`VARCHAR(1024)`).
+pub const PAGE_TOKEN_CHARS_MAX: usize = 1_024;
+/// Longest error body quoted in a [`FetchError`] (it ends up in `last_error`).
+const ERROR_BODY_CHARS_MAX: usize = 300;
+
+/// A half-open update-time window `[from, to)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+impl Window {
+    pub fn is_empty(&self) -> bool {
+        self.to <= self.from
+    }
+}
+
+/// One page to fetch.
+#[derive(Debug, Clone)]
+pub struct PageRequest {
+    pub country: CountryCode,
+    pub window: Window,
+    /// `None` for the window's first page, else the token the previous page returned.
+    pub page_token: Option<String>,
+    pub page_size: u32,
+}
+
+/// One page, normalised.
+#[derive(Debug, Clone, Default)]
+pub struct FetchedPage {
+    /// The well-formed orders, in the platform's order.
+    pub orders: Vec<NormalisedOrder>,
+    /// The orders that could not be normalised (reported, skipped).
+    pub malformed: Vec<MalformedOrder>,
+    /// `None` on the window's last page.
+    pub next_page_token: Option<String>,
+    /// The platform's id of the request, for support tickets and logs.
+    pub request_id: Option<String>,
+}
+
+/// An order the adapter refused, with what it could read of its id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedOrder {
+    pub platform_order_id: Option<String>,
+    pub error: NormaliseError,
+}
+
+/// Why one platform order could not be normalised; names the field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NormaliseError {
+    #[error("the order is not a JSON object")]
+    NotAnObject,
+    #[error("{field}: missing")]
+    Missing { field: &'static str },
+    #[error("{field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+    #[error("order_status: unknown platform status {0:?}")]
+    UnknownStatus(String),
+    #[error("region: the order belongs to {got}, this pull is for {expected}")]
+    WrongCountry { expected: String, got: String },
+}
+
+/// A page could not be fetched or read at all; the round fails and retries it.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("platform {platform}: no complete answer within {timeout_ms} ms")]
+    Timeout { platform: Platform, timeout_ms: u64 },
+    #[error("platform {platform}: HTTP {status}: {body}")]
+    Status {
+        platform: Platform,
+        status: u16,
+        body: String,
+    },
+    #[error("platform {platform}: {message}")]
+    Transport { platform: Platform, message: String },
+    #[error("platform {platform}: unreadable page: {reason}")]
+    Body { platform: Platform, reason: String },
+    #[error("platform {platform}: adapter configuration: {reason}")]
+    Config { platform: Platform, reason: String },
+}
+
+/// Fetches pages of one platform's orders.
+#[async_trait]
+pub trait PlatformAdapter: Send + Sync + 'static {
+    fn platform(&self) -> Platform;
+    /// One page of the orders of `request.country` updated in `request.window`.
+    async fn fetch_page(&self, request: &PageRequest) -> Result<FetchedPage, FetchError>;
+}
+
+/// A platform's status in our matrix (R-ORD-3).
+fn status(s: &str) -> Option<OrderStatus> {
+    Some(match s {
+        "PENDING" => OrderStatus::Pending,
+        "COMPLETED" => OrderStatus::Completed,
+        "REFUND_PROCESSING" => OrderStatus::Refunding,
+        "PARTIAL_REFUND" => OrderStatus::PartiallyRefunded,
+        "REFUNDED" => OrderStatus::Refunded,
+        "CANCELLED" => OrderStatus::Cancelled,
+        _ => return None,
+    })
+}
+
+fn field<'a>(
+    o: &'a serde_json::Map<String, Value>,
+    name: &'static str,
+) -> Result<&'a Value, NormaliseError> {
+    match o.get(name) {
+        None | Some(Value::Null) => Err(NormaliseError::Missing { field: name }),
+        Some(v) => Ok(v),
+    }
+}
+
+fn text<'a>(
+    o: &'a serde_json::Map<String, Value>,
+    name: &'static str,
+) -> Result<&'a str, NormaliseError> {
+    field(o, name)?.as_str().ok_or(NormaliseError::Invalid {
+        field: name,
+        reason: "must be a string".into(),
+    })
+}
+
+/// An integer field; a float or a numeric string is refused (no floats on money paths,
+/// R-INV-4: `12.5` minor units is a platform bug, not something to round).
+fn integer(o: &serde_json::Map<String, Value>, name: &'static str) -> Result<i64, NormaliseError> {
+    field(o, name)?.as_i64().ok_or(NormaliseError::Invalid {
+        field: name,
+        reason: "must be an integer".into(),
+    })
+}
+
+fn time(
+    o: &serde_json::Map<String, Value>,
+    name: &'static str,
+) -> Result<DateTime<Utc>, NormaliseError> {
+    let ms = integer(o, name)?;
+    DateTime::from_timestamp_millis(ms)
+        .filter(|t| t.timestamp() > 0)
+        .ok_or(NormaliseError::Invalid {
+            field: name,
+            reason: format!("{ms} is not a plausible epoch-millisecond time"),
+        })
+}
+
+fn invalid(
+    name: &'static str,
+) -> impl Fn(factledger_aggregates::money::ParseError) -> NormaliseError {
+    move |e| NormaliseError::Invalid {
+        field: name,
+        reason: e.rule,
+    }
+}
+
+fn attribution(v: Option<&Value>) -> Result<Option<Attribution>, NormaliseError> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let o = v.as_object().ok_or(NormaliseError::Invalid {
+        field: "sub_id",
+        reason: "must be an object".into(),
+    })?;
+    let value = BoundedId::parse(text(o, "value")?).map_err(invalid("sub_id.value"))?;
+    Ok(Some(match text(o, "type")? {
+        "TRACKING_ID" => Attribution::TrackingId(value),
+        "CLICK_ID" => Attribution::ClickId(value),
+        "REFERRAL_CODE" => Attribution::ReferralCode(value),
+        other => {
+            return Err(NormaliseError::Invalid {
+                field: "sub_id.type",
+                reason: format!("unknown attribution type {other:?}"),
+            })
+        }
+    }))
+}
+
+/// Normalise one platform order of a pull for `country`. Amounts of 0 are kept as 0:
+/// "not sent" in a sparse replay (R-ORD-6), decided by the ingest unit, not here.
+pub fn normalise(
+    platform: Platform,
+    country: CountryCode,
+    raw: &Value,
+) -> Result<NormalisedOrder, NormaliseError> {
+    let o = raw.as_object().ok_or(NormaliseError::NotAnObject)?;
+    let platform_order_id =
+        PlatformOrderId::parse(text(o, "order_id")?).map_err(invalid("order_id"))?;
+    let region = CountryCode::parse(text(o, "region")?).map_err(invalid("region"))?;
+    if region != country {
+        return Err(NormaliseError::WrongCountry {
+            expected: country.to_string(),
+            got: region.to_string(),
+        });
+    }
+    let raw_status = text(o, "order_status")?;
+    let status =
+        status(raw_status).ok_or_else(|| NormaliseError::UnknownStatus(raw_status.into()))?;
+    Ok(NormalisedOrder {
+        platform,
+        country,
+        platform_order_id,
+        status,
+        currency: Currency::parse(text(o, "currency")?).map_err(invalid("currency"))?,
+        gmv_minor: ReportedMinor::parse(integer(o, "gmv_minor")?).map_err(invalid("gmv_minor"))?,
+        platform_commission_minor: ReportedMinor::parse(integer(o, "commission_minor")?)
+            .map_err(invalid("commission_minor"))?,
+        ordered_at: time(o, "create_time_ms")?,
+        platform_updated_at: time(o, "update_time_ms")?,
+        attribution: attribution(o.get("sub_id"))?,
+    })
+}
+
+/// Normalise a page's orders, keeping the good ones and reporting the rest.
+pub fn normalise_page(
+    platform: Platform,
+    country: CountryCode,
+    raw: &[Value],
+) -> (Vec<NormalisedOrder>, Vec<MalformedOrder>) {
+    let mut orders = Vec::with_capacity(raw.len());
+    let mut malformed = Vec::new();
+    for r in raw {
+        match normalise(platform, country, r) {
+            Ok(o) => orders.push(o),
+            Err(error) => malformed.push(MalformedOrder {
+                platform_order_id: r
+                    .get("order_id")
+                    .and_then(Value::as_str)
+                    .map(|s| s.chars().take(64).collect()),
+                error,
+            }),
+        }
+    }
+    (orders, malformed)
+}
+
+/// The page as the platform sends it; orders stay raw JSON so one bad order cannot
+/// make the whole page unreadable.
+#[derive(serde::Deserialize)]
+struct RawPage {
+    orders: Vec<Value>,
+    #[serde(default)]
+    next_page_token: Option<String>,
+    #[serde(default)]
+    request_id: Option<String>,
+}
+
+/// The adapter of a platform that speaks the simulator's JSON over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpPlatformAdapter {
+    platform: Platform,
+    orders_url: String,
+    timeout_ms: u64,
+    client: reqwest::Client,
+}
+
+impl HttpPlatformAdapter {
+    /// `base_url` e.g. `http://127.0.0.1:9100/tiktok` (pages are at `{base_url}/orders`).
+    pub fn new(platform: Platform, base_url: &str, timeout_ms: u64) -> Result<Self, FetchError> {
+        let config = |reason: String| FetchError::Config { platform, reason };
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(config(format!("base URL {base_url:?} is not http(s)")));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_millis(timeout_ms))
+            .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS.min(timeout_ms)))
+            // An order API has no business redirecting; following one could leak the
+            // query to another host.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| config(e.to_string()))?;
+        Ok(HttpPlatformAdapter {
+            platform,
+            orders_url: format!("{}/orders", base_url.trim_end_matches('/')),
+            timeout_ms,
+            client,
+        })
+    }
+
+    fn error(&self, e: reqwest::Error) -> FetchError {
+        if e.is_timeout() {
+            FetchError::Timeout {
+                platform: self.platform,
+                timeout_ms: self.timeout_ms,
+            }
+        } else {
+            FetchError::Transport {
+                platform: self.platform,
+                // The source chain says why (connection refused, reset …).
+                message: std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join(": "),
+            }
+        }
+    }
+
+    /// The body, at most [`RESPONSE_BYTES_MAX`] bytes.
+    async fn body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, FetchError> {
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.error(e))? {
+            if body.len() + chunk.len() > RESPONSE_BYTES_MAX {
+                return Err(FetchError::Body {
+                    platform: self.platform,
+                    reason: format!("larger than {RESPONSE_BYTES_MAX} bytes"),
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+}
+
+#[async_trait]
+impl PlatformAdapter for HttpPlatformAdapter {
+    fn platform(&self) -> Platform {
+        self.platform
+    }
+
+    #[tracing::instrument(skip_all, fields(platform = %self.platform, country = %request.country))]
+    async fn fetch_page(&self, request: &PageRequest) -> Result<FetchedPage, FetchError> {
+        let mut query = vec![
+            ("country", request.country.to_string()),
+            (
+                "updated_from",
+                request.window.from.timestamp_millis().to_string(),
+            ),
+            (
+                "updated_to",
+                request.window.to.timestamp_millis().to_string(),
+            ),
+            ("page_size", request.page_size.to_string()),
+        ];
+        if let Some(t) = &request.page_token {
+            query.push(("page_token", t.clone()));
+        }
+        let response = self
+            .client
+            .get(&self.orders_url)
+            .query(&query)
+            .send()
+            .await
+            .map_err(|e| self.error(e))?;
+        let status = response.status();
+        let body = self.body(response).await?;
+        if !status.is_success() {
+            return Err(FetchError::Status {
+                platform: self.platform,
+                status: status.as_u16(),
+                body: String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(ERROR_BODY_CHARS_MAX)
+                    .collect(),
+            });
+        }
+        let bad = |reason: String| FetchError::Body {
+            platform: self.platform,
+            reason,
+        };
+        let page: RawPage = serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+        if page.orders.len() > crate::affiliate::INGEST_PAGE_ORDERS_MAX {
+            return Err(bad(format!(
+                "{} orders on one page, more than the {} one ingest takes",
+                page.orders.len(),
+                crate::affiliate::INGEST_PAGE_ORDERS_MAX
+            )));
+        }
+        // Some platforms end with "" rather than null.
+        let next_page_token = page.next_page_token.filter(|t| !t.is_empty());
+        if next_page_token
+            .as_ref()
+            .is_some_and(|t| t.chars().count() > PAGE_TOKEN_CHARS_MAX)
+        {
+            return Err(bad(format!(
+                "page token longer than {PAGE_TOKEN_CHARS_MAX} characters"
+            )));
+        }
+        let (orders, malformed) = normalise_page(self.platform, request.country, &page.orders);
+        Ok(FetchedPage {
+            orders,
+            malformed,
+            next_page_token,
+            request_id: page.request_id,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn id() -> CountryCode {
+        CountryCode::parse("ID").unwrap()
+    }
+
+    fn good() -> Value {
+        json!({"order_id": "TT-1", "region": "ID", "order_status": "COMPLETED",
+               "currency": "IDR", "gmv_minor": 100000, "commission_minor": 5000,
+               "create_time_ms": 1767225600000i64, "update_time_ms": 1767229200000i64,
+               "sub_id": {"type": "CLICK_ID", "value": "c-9"}})
+    }
+
+    fn with(key: &str, v: Value) -> Value {
+        let mut o = good();
+        o[key] = v;
+        o
+    }
+
+    #[test]
+    fn a_platform_order_becomes_a_normalised_order() {
+        let o = normalise(Platform::TikTok, id(), &good()).unwrap();
+        assert_eq!(o.platform_order_id.as_str(), "TT-1");
+        assert_eq!(o.status, OrderStatus::Completed);
+        assert_eq!(o.gmv_minor.get(), 100_000);
+        assert_eq!(o.platform_commission_minor.get(), 5_000);
+        assert_eq!(o.platform_updated_at.timestamp_millis(), 1_767_229_200_000);
+        assert_eq!(
+            o.attribution,
+            Some(Attribution::ClickId(BoundedId::parse("c-9").unwrap()))
+        );
+    }
+
+    #[test]
+    fn a_sparse_replay_keeps_its_zero_amounts_for_the_ingest_unit_to_judge() {
+        let o = normalise(
+            Platform::Shopee,
+            id(),
+            &with("gmv_minor", json!(0)).tap(|v| v["commission_minor"] = json!(0)),
+        )
+        .unwrap();
+        assert!(o.gmv_minor.is_sparse() && o.platform_commission_minor.is_sparse());
+    }
+
+    #[test]
+    fn malformed_orders_name_the_field_at_fault_and_are_skipped() {
+        let cases = [
+            (json!("nope"), "the order is not a JSON object"),
+            (with("order_id", json!("a:b")), "order_id: may contain"),
+            (
+                with("region", json!("MY")),
+                "region: the order belongs to MY",
+            ),
+            (
+                with("order_status", json!("SHIPPED")),
+                "unknown platform status",
+            ),
+            (
+                with("gmv_minor", json!(-1)),
+                "gmv_minor: must be a non-negative",
+            ),
+            (
+                with("gmv_minor", json!(12.5)),
+                "gmv_minor: must be an integer",
+            ),
+            (
+                with("commission_minor", Value::Null),
+                "commission_minor: missing",
+            ),
+            (
+                with("update_time_ms", json!("yesterday")),
+                "update_time_ms: must be",
+            ),
+            (
+                with("sub_id", json!({"type": "COOKIE", "value": "x"})),
+                "sub_id.type",
+            ),
+            (with("currency", json!("rp")), "currency: must be"),
+        ];
+        for (raw, expected) in &cases {
+            let e = normalise(Platform::TikTok, id(), raw)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expected), "{raw}: {e}");
+        }
+        let mut page: Vec<Value> = cases.iter().map(|(r, _)| r.clone()).collect();
+        page.insert(3, good());
+        let (orders, malformed) = normalise_page(Platform::TikTok, id(), &page);
+        assert_eq!(orders.len(), 1);
+        assert_eq!(malformed.len(), cases.len());
+        assert_eq!(malformed[1].platform_order_id.as_deref(), Some("a:b"));
+    }
+
+    trait Tap: Sized {
+        fn tap(self, f: impl FnOnce(&mut Self)) -> Self;
+    }
+    impl Tap for Value {
+        fn tap(mut self, f: impl FnOnce(&mut Self)) -> Self {
+            f(&mut self);
+            self
+        }
+    }
+}
