@@ -9,6 +9,7 @@ pub mod callbacks;
 pub mod db;
 pub mod jobs;
 pub mod projection;
+pub mod projector;
 pub mod rebuild;
 pub mod reconcile;
 pub mod server;
