@@ -41,7 +41,8 @@ enum Command {
     /// end; the live tables serve reads until then) or one wallet's rows. Shows a
     /// progress bar on a terminal and prints the outcome as JSON.
     Rebuild {
-        /// The projection: wallet.
+        /// The projection: wallet, affiliate_orders, commission_records or
+        /// campaign_usage (the affiliate ones: full rebuild only, in one transaction).
         projection: String,
         /// Only these rows: wallet:<wallet id>.
         #[arg(long)]
@@ -232,6 +233,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             use factledger::rebuild::{self, RebuildOptions, Scope};
             let db = store::open(&cli.database_url).await?;
+            if let Some(projector) = factledger::projector::find(&projection) {
+                if scope.is_some() {
+                    anyhow::bail!("{projection} has full rebuilds only: drop --scope");
+                }
+                let done =
+                    factledger::projector::rebuild_full(&db.store, &db.projections, projector.as_ref())
+                        .await?;
+                println!("{}", serde_json::to_string(&done)?);
+                return Ok(ExitCode::SUCCESS);
+            }
             let scope = Scope::parse(scope.as_deref())?;
             let started =
                 rebuild::begin(&db.store, &db.projections, &projection, scope, "cli").await?;

@@ -615,5 +615,45 @@ both_backends!(
                 .unwrap();
             assert_eq!(again, 0);
         }
+        // `factledger rebuild commission_records` does the same from the command line.
+        let commissions = by_name("commission_records");
+        let before = projector::dump(&p, commissions.as_ref()).await.unwrap();
+        common::exec(&rows, "DELETE FROM commission_records").await;
+        let url = db.url.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_factledger"))
+                .env_remove("DATABASE_URL")
+                .env("RUST_LOG", "warn")
+                .args(["--database-url", &url, "rebuild", "commission_records"])
+                .output()
+                .expect("run factledger")
+        })
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(printed["projection"], "commission_records");
+        assert_eq!(printed["position"], db.store.head_position().await.unwrap());
+        assert_eq!(projector::dump(&p, commissions.as_ref()).await.unwrap(), before);
+        // `factledger rebuild commission_records` does the same from the command line.
+        let commissions = by_name("commission_records");
+        let before = projector::dump(&p, commissions.as_ref()).await.unwrap();
+        common::exec(&rows, "DELETE FROM commission_records").await;
+        let url = db.url.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_factledger"))
+                .env_remove("DATABASE_URL")
+                .env("RUST_LOG", "warn")
+                .args(["--database-url", &url, "rebuild", "commission_records"])
+                .output()
+                .expect("run factledger")
+        })
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(printed["projection"], "commission_records");
+        assert_eq!(printed["position"], db.store.head_position().await.unwrap());
+        assert_eq!(projector::dump(&p, commissions.as_ref()).await.unwrap(), before);
     }
 );
