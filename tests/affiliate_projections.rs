@@ -93,6 +93,12 @@ macro_rules! wallet_effect {
 /// Ingest SHOPEE order `no` (GMV 250,000, platform commission 30,000 → cashback 12,000
 /// to `owner`, 2,000 to `inviter`) in one unit: order, commissions, wallet credits.
 async fn ingest(db: &TestDb, no: &str, owner: &str, inviter: &str) -> i64 {
+    ingest_with(db, no, owner, inviter, true).await
+}
+
+/// [`ingest`]; without `credit` the commissions are recorded but no wallet is
+/// credited (a planted event-level difference).
+async fn ingest_with(db: &TestDb, no: &str, owner: &str, inviter: &str, credit: bool) -> i64 {
     let order_id = format!("SHOPEE:{no}");
     let ingest: OrderCommand = serde_json::from_value(json!({"type": "Ingest",
         "order": {"platform": "SHOPEE", "country": "ID", "platform_order_id": no,
@@ -126,7 +132,9 @@ async fn ingest(db: &TestDb, no: &str, owner: &str, inviter: &str) -> i64 {
                 .map_err(|e| factledger::unit::UnitError::Refused(Refused(e.to_string())))?;
                 let mut c = unit.load::<Commission, Refused>(&id).await?;
                 let recorded = unit.decide(&mut c, &id, record)?;
-                wallet_effect!(unit, c, recorded);
+                if credit {
+                    wallet_effect!(unit, c, recorded);
+                }
             }
             Ok(((), unit))
         }
@@ -138,6 +146,10 @@ async fn ingest(db: &TestDb, no: &str, owner: &str, inviter: &str) -> i64 {
 
 /// Send one command to a commission, with its wallet effect, in one unit.
 async fn commission(db: &TestDb, id: &str, command: Value) -> i64 {
+    commission_with(db, id, command, true).await
+}
+
+async fn commission_with(db: &TestDb, id: &str, command: Value, effect: bool) -> i64 {
     let command: CommissionCommand = serde_json::from_value(command).unwrap();
     let id = id.to_owned();
     run_unit(&db.store, &meta(), |mut unit| {
@@ -145,7 +157,9 @@ async fn commission(db: &TestDb, id: &str, command: Value) -> i64 {
         async move {
             let mut c = unit.load::<Commission, Refused>(&id).await?;
             let events = unit.decide(&mut c, &id, command)?;
-            wallet_effect!(unit, c, events);
+            if effect {
+                wallet_effect!(unit, c, events);
+            }
             Ok(((), unit))
         }
     })
@@ -655,5 +669,164 @@ both_backends!(
         assert_eq!(printed["projection"], "commission_records");
         assert_eq!(printed["position"], db.store.head_position().await.unwrap());
         assert_eq!(projector::dump(&p, commissions.as_ref()).await.unwrap(), before);
+    }
+);
+
+async fn reconcile_now(db: &TestDb, repair: bool) -> factledger::reconcile::Report {
+    let p = projections(db).await;
+    factledger::projection::catch_up_wallet(&db.store, &p)
+        .await
+        .unwrap();
+    catch_up_all(db, &p).await;
+    factledger::reconcile::reconcile(
+        &db.store,
+        &p,
+        factledger::reconcile::ReconcileOptions {
+            repair,
+            // Tiny pages: every stream crosses page boundaries.
+            page_rows: 2,
+        },
+    )
+    .await
+    .unwrap()
+}
+
+fn kinds(report: &factledger::reconcile::Report) -> Vec<(String, String, String)> {
+    report
+        .findings
+        .iter()
+        .map(|f| {
+            (
+                serde_json::to_value(f.kind).unwrap().as_str().unwrap().to_owned(),
+                f.table.clone(),
+                f.key.clone(),
+            )
+        })
+        .collect()
+}
+
+both_backends!(
+    edited_affiliate_rows_are_drift_found_by_replay_and_repaired_by_a_full_rebuild,
+    |db: TestDb| async move {
+        history(&db).await;
+        let clean = reconcile_now(&db, false).await;
+        assert_eq!(clean.counts.total(), 0, "{:?}", clean.findings);
+        assert_eq!(clean.commissions_checked, 6);
+        let head = db.store.head_position().await.unwrap();
+        let checked: Vec<(&str, i64)> = clean
+            .projections_checked
+            .iter()
+            .map(|c| (c.name.as_str(), c.up_to_position))
+            .collect();
+        assert_eq!(
+            checked,
+            [
+                ("affiliate_orders", head),
+                ("commission_records", head),
+                ("campaign_usage", head)
+            ]
+        );
+        // Rows edited by hand: a commission's amount and status, a reservation gone.
+        let rows = store::open(&db.url).await.unwrap().db;
+        common::exec(
+            &rows,
+            "UPDATE commission_records SET amount_minor = 1, status = 'AVAILABLE' \
+             WHERE commission_id = 'SHOPEE:3:CASHBACK'",
+        )
+        .await;
+        common::exec(
+            &rows,
+            "DELETE FROM campaign_reservations WHERE order_id = 'SHOPEE:3'",
+        )
+        .await;
+        let found = reconcile_now(&db, false).await;
+        assert_eq!(
+            kinds(&found),
+            [
+                (
+                    "row_differs".to_owned(),
+                    "commission_records".to_owned(),
+                    "SHOPEE:3:CASHBACK".to_owned()
+                ),
+                (
+                    "row_missing".to_owned(),
+                    "campaign_reservations".to_owned(),
+                    "fund-1/SHOPEE:3".to_owned()
+                )
+            ],
+            "{:?}",
+            found.findings
+        );
+        // The money checks replay events, not these rows: nothing event-level.
+        assert_eq!(found.counts.event, 0);
+        assert_eq!(found.counts.projection_drift, 2);
+        let differs = &found.findings[0];
+        assert_eq!(differs.class, factledger::reconcile::FindingClass::ProjectionDrift);
+        assert_eq!(differs.projection.as_deref(), Some("commission_records"));
+        assert!(differs.detail.contains("amount_minor"), "{}", differs.detail);
+        assert_eq!(differs.expected.as_ref().unwrap()["amount_minor"], 12_000);
+        assert_eq!(differs.actual.as_ref().unwrap()["amount_minor"], 1);
+        // The repair rebuilds each drifted projection and checks it again.
+        let repaired = reconcile_now(&db, true).await;
+        assert_eq!(repaired.counts.projection_drift, 2);
+        assert_eq!(repaired.remaining.total(), 0, "{:?}", repaired.findings);
+        assert!(
+            repaired.findings.iter().all(|f| f.repaired == Some(true)),
+            "{:?}",
+            repaired.findings
+        );
+        assert_eq!(reconcile_now(&db, false).await.counts.total(), 0);
+    }
+);
+
+both_backends!(
+    commission_money_without_its_wallet_movement_is_a_manual_finding,
+    |db: TestDb| async move {
+        history(&db).await;
+        open_wallets(&db, &["u-3", "u-4", "u-5"]).await;
+        // SHOPEE:5's commissions are recorded, but no wallet was credited.
+        ingest_with(&db, "5", "u-3", "u-4", false).await;
+        // SHOPEE:6's cashback is released, but the wallet never moved it.
+        ingest(&db, "6", "u-5", "u-4").await;
+        commission_with(
+            &db,
+            "SHOPEE:6:CASHBACK",
+            json!({"type": "Release", "now": "2026-01-20T00:00:00Z"}),
+            false,
+        )
+        .await;
+        let report = reconcile_now(&db, true).await;
+        let mut found: Vec<(String, String, Value, Value)> = report
+            .findings
+            .iter()
+            .map(|f| {
+                assert_eq!(f.class, factledger::reconcile::FindingClass::Event, "{f:?}");
+                assert_eq!(f.repaired, Some(false), "{f:?}");
+                assert!(f.repair.starts_with("refused"), "{f:?}");
+                (
+                    serde_json::to_value(f.kind).unwrap().as_str().unwrap().to_owned(),
+                    f.wallet_id.clone(),
+                    f.expected.clone().unwrap(),
+                    f.actual.clone().unwrap(),
+                )
+            })
+            .collect();
+        found.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
+        let f = |k: &str, w: &str, e: i64, a: i64| (k.to_owned(), w.to_owned(), json!(e), json!(a));
+        assert_eq!(
+            found,
+            [
+                // u-3's cashback (12,000) and u-4's inviter reward for SHOPEE:5 (2,000)
+                // were never credited; u-4 has SHOPEE:6's 2,000 pending for real.
+                f("commission_pending_mismatch", "w-u-3", 12_000, 0),
+                f("commission_pending_mismatch", "w-u-4", 4_000, 2_000),
+                // SHOPEE:6's cashback: released by the commission, still pending in
+                // the wallet.
+                f("commission_pending_mismatch", "w-u-5", 0, 12_000),
+                f("commission_release_mismatch", "w-u-5", 12_000, 0),
+            ]
+        );
+        assert_eq!(report.remaining.event, 4);
+        assert_eq!(report.remaining.projection_drift, 0);
     }
 );

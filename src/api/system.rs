@@ -59,6 +59,7 @@ use utoipa::OpenApi;
         crate::reconcile::Run,
         crate::reconcile::RunStatus,
         crate::reconcile::Report,
+        crate::reconcile::ProjectionChecked,
         crate::reconcile::Counts,
         crate::reconcile::Finding,
         crate::reconcile::FindingClass,
