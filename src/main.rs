@@ -237,9 +237,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 if scope.is_some() {
                     anyhow::bail!("{projection} has full rebuilds only: drop --scope");
                 }
-                let done =
-                    factledger::projector::rebuild_full(&db.store, &db.projections, projector.as_ref())
-                        .await?;
+                let done = factledger::projector::rebuild_full(
+                    &db.store,
+                    &db.projections,
+                    projector.as_ref(),
+                )
+                .await?;
                 println!("{}", serde_json::to_string(&done)?);
                 return Ok(ExitCode::SUCCESS);
             }

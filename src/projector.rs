@@ -17,7 +17,9 @@
 
 use crate::projection::{ProjectionDb, RunnerError, SharedStatus, StallAlerts};
 use crate::store::{time_text, DynStore, StoredEvent};
-use factledger_projections::table::{Cell, ColType, Column, MemRow, Projector, RowChange, TableDef};
+use factledger_projections::table::{
+    Cell, ColType, Column, MemRow, Projector, RowChange, TableDef,
+};
 use factledger_projections::{ProjectedEvent, ProjectionError};
 use sqlx::mysql::MySqlRow;
 use sqlx::sqlite::SqliteRow;
@@ -47,7 +49,10 @@ pub fn project_event(
     projector: &dyn Projector,
     e: &StoredEvent,
 ) -> Result<Vec<RowChange>, ProjectionError> {
-    if !projector.aggregate_types().contains(&e.aggregate_type.as_str()) {
+    if !projector
+        .aggregate_types()
+        .contains(&e.aggregate_type.as_str())
+    {
         return Ok(Vec::new());
     }
     let (_, payload) = e.current_payload().map_err(|err| ProjectionError {
@@ -70,7 +75,10 @@ pub fn project_event(
 /// Why writing one event's rows failed.
 enum WriteError {
     /// The change does not fit the rows: the event stops the projector.
-    Event { position: i64, reason: String },
+    Event {
+        position: i64,
+        reason: String,
+    },
     Database(sqlx::Error),
 }
 
@@ -152,12 +160,11 @@ macro_rules! write_changes {
     ($tx:ident, $defs:expr, $batch:expr, $suffix:expr) => {{
         for (position, changes) in $batch {
             for change in changes {
-                let (sql, values) = change_sql($defs, change, $suffix).map_err(|reason| {
-                    WriteError::Event {
+                let (sql, values) =
+                    change_sql($defs, change, $suffix).map_err(|reason| WriteError::Event {
                         position: *position,
                         reason,
-                    }
-                })?;
+                    })?;
                 let mut q = sqlx::query(&sql);
                 for v in values {
                     q = match v {
@@ -168,8 +175,7 @@ macro_rules! write_changes {
                 }
                 match q.execute(&mut *$tx).await {
                     Ok(done) => {
-                        if matches!(change, RowChange::Update { .. }) && done.rows_affected() != 1
-                        {
+                        if matches!(change, RowChange::Update { .. }) && done.rows_affected() != 1 {
                             return Err(WriteError::Event {
                                 position: *position,
                                 reason: format!("{sql}: no row to update"),
@@ -261,9 +267,7 @@ pub async fn catch_up(
     db: &ProjectionDb,
     projector: &dyn Projector,
 ) -> Result<u64, RunnerError> {
-    let mut position = db
-        .checkpoint(projector.name(), projector.version())
-        .await?;
+    let mut position = db.checkpoint(projector.name(), projector.version()).await?;
     let mut applied = 0u64;
     loop {
         let events = store.read_all(position, BATCH_EVENTS_MAX).await?;
@@ -330,7 +334,9 @@ pub(crate) fn mysql_cells(r: &MySqlRow, columns: &[Column]) -> Result<MemRow, sq
     for (i, c) in columns.iter().enumerate() {
         let v = match c.ty {
             ColType::Int => Cell::Int(r.try_get(i)?),
-            ColType::OptInt => r.try_get::<Option<i64>, _>(i)?.map_or(Cell::Null, Cell::Int),
+            ColType::OptInt => r
+                .try_get::<Option<i64>, _>(i)?
+                .map_or(Cell::Null, Cell::Int),
             ColType::Text => Cell::Text(crate::store::mysql::text(r, i)?),
             ColType::OptText => crate::store::mysql::opt_text(r, i)?.map_or(Cell::Null, Cell::Text),
         };
@@ -344,9 +350,13 @@ pub(crate) fn sqlite_cells(r: &SqliteRow, columns: &[Column]) -> Result<MemRow, 
     for (i, c) in columns.iter().enumerate() {
         let v = match c.ty {
             ColType::Int => Cell::Int(r.try_get(i)?),
-            ColType::OptInt => r.try_get::<Option<i64>, _>(i)?.map_or(Cell::Null, Cell::Int),
+            ColType::OptInt => r
+                .try_get::<Option<i64>, _>(i)?
+                .map_or(Cell::Null, Cell::Int),
             ColType::Text => Cell::Text(r.try_get(i)?),
-            ColType::OptText => r.try_get::<Option<String>, _>(i)?.map_or(Cell::Null, Cell::Text),
+            ColType::OptText => r
+                .try_get::<Option<String>, _>(i)?
+                .map_or(Cell::Null, Cell::Text),
         };
         row.insert(c.name, v);
     }
@@ -391,7 +401,6 @@ pub async fn select_rows(
     }
 }
 
-
 /// Every row of every table of a projector, ordered by key: what a rebuild must
 /// reproduce exactly.
 pub async fn dump(
@@ -416,9 +425,7 @@ pub async fn wait_for(
     let deadline = std::time::Instant::now()
         + std::time::Duration::from_millis(crate::projection::MIN_POSITION_WAIT_MS_MAX);
     loop {
-        let position = db
-            .checkpoint(projector.name(), projector.version())
-            .await?;
+        let position = db.checkpoint(projector.name(), projector.version()).await?;
         if position >= min_position || std::time::Instant::now() >= deadline {
             return Ok(position);
         }
@@ -525,7 +532,12 @@ pub async fn rebuild_full(
         ProjectionDb::Mysql(p) => go!(p),
         ProjectionDb::Sqlite(p) => go!(p),
     };
-    tracing::info!(projection = name, events_read, position, "full rebuild done");
+    tracing::info!(
+        projection = name,
+        events_read,
+        position,
+        "full rebuild done"
+    );
     Ok(RebuildOutcome {
         projection: name,
         events_read,

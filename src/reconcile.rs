@@ -158,12 +158,21 @@ impl FindingKind {
         use FindingKind::*;
         match self {
             BalanceMissing | BalanceExtra | BalanceDiffers | LedgerMissing | LedgerExtra
-            | LedgerDiffers | BlockMissing | BlockExtra | BlockDiffers | RowMissing
-            | RowExtra | RowDiffers => FindingClass::ProjectionDrift,
-            HashChainBroken | SequenceGap | PayloadUndecodable | EventTypeMismatch
-            | LedgerRefMismatch | BalanceChainBroken | DeltaMismatch | ConservationBroken
-            | NegativeBucket | LifecycleBroken | CommissionEventInvalid
-            | CommissionPendingMismatch | CommissionReleaseMismatch => FindingClass::Event,
+            | LedgerDiffers | BlockMissing | BlockExtra | BlockDiffers | RowMissing | RowExtra
+            | RowDiffers => FindingClass::ProjectionDrift,
+            HashChainBroken
+            | SequenceGap
+            | PayloadUndecodable
+            | EventTypeMismatch
+            | LedgerRefMismatch
+            | BalanceChainBroken
+            | DeltaMismatch
+            | ConservationBroken
+            | NegativeBucket
+            | LifecycleBroken
+            | CommissionEventInvalid
+            | CommissionPendingMismatch
+            | CommissionReleaseMismatch => FindingClass::Event,
         }
     }
 }
@@ -1595,8 +1604,14 @@ pub async fn reconcile(
     };
     if options.repair {
         repair(store, db, &pass.drifted, options.page_rows, &mut report).await?;
-        affiliate::repair(store, db, &pass.drifted_projections, options.page_rows, &mut report)
-            .await?;
+        affiliate::repair(
+            store,
+            db,
+            &pass.drifted_projections,
+            options.page_rows,
+            &mut report,
+        )
+        .await?;
     }
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     for (class, n) in [

@@ -109,8 +109,12 @@ async fn ingest_with(db: &TestDb, no: &str, owner: &str, inviter: &str, credit: 
     .unwrap();
     let (owner, inviter) = (owner.to_owned(), inviter.to_owned());
     run_unit(&db.store, &meta(), |mut unit| {
-        let (order_id, ingest, owner, inviter) =
-            (order_id.clone(), ingest.clone(), owner.clone(), inviter.clone());
+        let (order_id, ingest, owner, inviter) = (
+            order_id.clone(),
+            ingest.clone(),
+            owner.clone(),
+            inviter.clone(),
+        );
         async move {
             let mut order = unit.load::<AffiliateOrder, Refused>(&order_id).await?;
             let events = unit.decide(&mut order, &order_id, ingest)?;
@@ -249,7 +253,9 @@ both_backends!(
         let head = db.store.head_position().await.unwrap();
         for projector in projector::all() {
             assert_eq!(
-                p.checkpoint(projector.name(), projector.version()).await.unwrap(),
+                p.checkpoint(projector.name(), projector.version())
+                    .await
+                    .unwrap(),
                 head,
                 "{}",
                 projector.name()
@@ -382,8 +388,11 @@ both_backends!(
             "platform",
         );
         problem(
-            &app.get(&format!("/v1/orders/SHOPEE/1?min_position={}", head + 1_000))
-                .await,
+            &app.get(&format!(
+                "/v1/orders/SHOPEE/1?min_position={}",
+                head + 1_000
+            ))
+            .await,
             503,
             "PROJECTION_BEHIND",
             "min_position",
@@ -427,7 +436,10 @@ both_backends!(
         assert_eq!(c["amount_minor"], 2_000);
         assert_eq!(c["wallet_id"], "w-u-0");
         assert_eq!(c["release_at"], "2026-01-16T10:00:00.000000Z");
-        assert_eq!((c["rule_set_id"].clone(), c["rule_version"].clone()), (json!("SHOPEE:ID"), json!(2)));
+        assert_eq!(
+            (c["rule_set_id"].clone(), c["rule_version"].clone()),
+            (json!("SHOPEE:ID"), json!(2))
+        );
         problem(
             &app.get("/v1/commissions?user_id=u-1&status=PAID").await,
             422,
@@ -522,13 +534,19 @@ both_backends!(
             r#"{"type":"PendingCredited","amount_minor":"x"}"#,
         )
         .await;
-        corrupt(&db, frozen, r#"{"type":"CommissionFrozen","amount_minor":[]}"#).await;
+        corrupt(
+            &db,
+            frozen,
+            r#"{"type":"CommissionFrozen","amount_minor":[]}"#,
+        )
+        .await;
         let app = spawn_app(&db).await;
         // Each stops right before its own bad event; the orders and campaign
         // projectors reach the head.
         let list = wait_projections(&app, "two stopped, the others at the head", |l| {
             l.len() == 4
-                && l.iter().any(|s| s["name"] == "wallet" && s["error_position"] == credit)
+                && l.iter()
+                    .any(|s| s["name"] == "wallet" && s["error_position"] == credit)
                 && l.iter()
                     .any(|s| s["name"] == "commission_records" && s["error_position"] == frozen)
                 && ["affiliate_orders", "campaign_usage"]
@@ -561,13 +579,20 @@ both_backends!(
             .await
             .unwrap();
         let new_head = ingest(&db, "4", "u-2", "u-0").await;
-        let list = wait_projections(&app, "commissions stopped, the others at the new head", |l| {
-            l.iter()
-                .any(|s| s["name"] == "commission_records" && s["error_position"] == frozen)
-                && ["wallet", "affiliate_orders", "campaign_usage"]
-                    .iter()
-                    .all(|n| l.iter().any(|s| s["name"] == *n && s["position"] == new_head))
-        })
+        let list = wait_projections(
+            &app,
+            "commissions stopped, the others at the new head",
+            |l| {
+                l.iter()
+                    .any(|s| s["name"] == "commission_records" && s["error_position"] == frozen)
+                    && ["wallet", "affiliate_orders", "campaign_usage"]
+                        .iter()
+                        .all(|n| {
+                            l.iter()
+                                .any(|s| s["name"] == *n && s["position"] == new_head)
+                        })
+            },
+        )
         .await;
         let c = named(&list, "commission_records");
         assert_eq!(c["position"], frozen - 1, "{c}");
@@ -612,7 +637,10 @@ both_backends!(
                 &format!("UPDATE {table} SET last_position = last_position + 1000"),
             )
             .await;
-            assert_ne!(projector::dump(&p, projector.as_ref()).await.unwrap(), before);
+            assert_ne!(
+                projector::dump(&p, projector.as_ref()).await.unwrap(),
+                before
+            );
             let done = projector::rebuild_full(&db.store, &p, projector.as_ref())
                 .await
                 .unwrap();
@@ -644,11 +672,18 @@ both_backends!(
         })
         .await
         .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(printed["projection"], "commission_records");
         assert_eq!(printed["position"], db.store.head_position().await.unwrap());
-        assert_eq!(projector::dump(&p, commissions.as_ref()).await.unwrap(), before);
+        assert_eq!(
+            projector::dump(&p, commissions.as_ref()).await.unwrap(),
+            before
+        );
         // `factledger rebuild commission_records` does the same from the command line.
         let commissions = by_name("commission_records");
         let before = projector::dump(&p, commissions.as_ref()).await.unwrap();
@@ -664,11 +699,18 @@ both_backends!(
         })
         .await
         .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(printed["projection"], "commission_records");
         assert_eq!(printed["position"], db.store.head_position().await.unwrap());
-        assert_eq!(projector::dump(&p, commissions.as_ref()).await.unwrap(), before);
+        assert_eq!(
+            projector::dump(&p, commissions.as_ref()).await.unwrap(),
+            before
+        );
     }
 );
 
@@ -697,7 +739,11 @@ fn kinds(report: &factledger::reconcile::Report) -> Vec<(String, String, String)
         .iter()
         .map(|f| {
             (
-                serde_json::to_value(f.kind).unwrap().as_str().unwrap().to_owned(),
+                serde_json::to_value(f.kind)
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
                 f.table.clone(),
                 f.key.clone(),
             )
@@ -761,9 +807,16 @@ both_backends!(
         assert_eq!(found.counts.event, 0);
         assert_eq!(found.counts.projection_drift, 2);
         let differs = &found.findings[0];
-        assert_eq!(differs.class, factledger::reconcile::FindingClass::ProjectionDrift);
+        assert_eq!(
+            differs.class,
+            factledger::reconcile::FindingClass::ProjectionDrift
+        );
         assert_eq!(differs.projection.as_deref(), Some("commission_records"));
-        assert!(differs.detail.contains("amount_minor"), "{}", differs.detail);
+        assert!(
+            differs.detail.contains("amount_minor"),
+            "{}",
+            differs.detail
+        );
         assert_eq!(differs.expected.as_ref().unwrap()["amount_minor"], 12_000);
         assert_eq!(differs.actual.as_ref().unwrap()["amount_minor"], 1);
         // The repair rebuilds each drifted projection and checks it again.
@@ -804,7 +857,11 @@ both_backends!(
                 assert_eq!(f.repaired, Some(false), "{f:?}");
                 assert!(f.repair.starts_with("refused"), "{f:?}");
                 (
-                    serde_json::to_value(f.kind).unwrap().as_str().unwrap().to_owned(),
+                    serde_json::to_value(f.kind)
+                        .unwrap()
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
                     f.wallet_id.clone(),
                     f.expected.clone().unwrap(),
                     f.actual.clone().unwrap(),

@@ -104,7 +104,10 @@ impl Projector for OrdersProjector {
                 let mut row = key;
                 row.extend([
                     ("platform", Cell::text(o.platform.as_str())),
-                    ("platform_order_id", Cell::text(o.platform_order_id.as_str())),
+                    (
+                        "platform_order_id",
+                        Cell::text(o.platform_order_id.as_str()),
+                    ),
                     ("country", Cell::text(o.country.as_str())),
                     ("status", Cell::text(o.status.as_str())),
                     ("currency", Cell::text(o.currency.as_str())),
@@ -366,7 +369,10 @@ impl Projector for CampaignsProjector {
                     campaign(),
                     ("quota_unit", Cell::text(quota_unit_text(c.quota_unit))),
                     ("quota_limit", Cell::Int(c.quota_limit)),
-                    ("currency", Cell::opt_text(c.currency.map(|c| c.as_str().to_owned()))),
+                    (
+                        "currency",
+                        Cell::opt_text(c.currency.map(|c| c.as_str().to_owned())),
+                    ),
                     ("starts_at", at(&c.starts_at)),
                     ("ends_at", c.ends_at.as_ref().map_or(Cell::Null, at)),
                     ("reserved", Cell::Int(0)),

@@ -183,8 +183,8 @@ pub async fn get_order(
     q: Result<Query<OrderQuery>, QueryRejection>,
 ) -> Result<Json<OrderView>, Problem> {
     let q = query(q)?;
-    let platform =
-        Platform::parse(&platform).map_err(|e| Problem::invalid("INVALID_FIELD", "platform", e.rule))?;
+    let platform = Platform::parse(&platform)
+        .map_err(|e| Problem::invalid("INVALID_FIELD", "platform", e.rule))?;
     let platform_order_id = PlatformOrderId::parse(&platform_order_id)
         .map_err(|e| Problem::invalid("INVALID_FIELD", "platform_order_id", e.rule))?;
     let position = reflected(&state, &OrdersProjector, q.min_position).await?;

@@ -83,14 +83,14 @@ async fn stream_pages(
             "aggregate_type, aggregate_id, sequence",
             page_rows,
         );
-        let rows = snap
-            .fetch(&sql, &args, event_row)
-            .await
-            .map_err(|source| ReconcileError::Row {
-                table: "events",
-                after: format!("{after:?}"),
-                source,
-            })?;
+        let rows =
+            snap.fetch(&sql, &args, event_row)
+                .await
+                .map_err(|source| ReconcileError::Row {
+                    table: "events",
+                    after: format!("{after:?}"),
+                    source,
+                })?;
         let full = rows.len() as i64 == page_rows;
         for mut row in rows {
             row.event.aggregate_type = aggregate_type.to_owned();
@@ -174,7 +174,10 @@ impl CommissionReplay {
         };
         let s = sums.entry(r.wallet_id).or_default();
         s.commissions += 1;
-        if matches!(r.status, CommissionStatus::Pending | CommissionStatus::Frozen) {
+        if matches!(
+            r.status,
+            CommissionStatus::Pending | CommissionStatus::Frozen
+        ) {
             s.pending_expected += r.amount_minor;
         }
         s.released_expected += self.released_minor;
@@ -215,14 +218,14 @@ async fn wallet_side(
                 "ledger_ref_type, ledger_ref_id, ledger_entry_type",
                 page_rows,
             );
-            let rows = snap
-                .fetch(&sql, &args, event_row)
-                .await
-                .map_err(|source| ReconcileError::Row {
-                    table: "events",
-                    after: format!("{after:?}"),
-                    source,
-                })?;
+            let rows =
+                snap.fetch(&sql, &args, event_row)
+                    .await
+                    .map_err(|source| ReconcileError::Row {
+                        table: "events",
+                        after: format!("{after:?}"),
+                        source,
+                    })?;
             let full = rows.len() as i64 == page_rows;
             for row in rows {
                 if let Some((_, id, entry)) = &row.ledger_ref {
@@ -525,10 +528,8 @@ pub(super) async fn repair(
             f.repaired = Some(ok);
             repaired += u64::from(ok);
         }
-        report.remaining.projection_drift = report
-            .remaining
-            .projection_drift
-            .saturating_sub(repaired);
+        report.remaining.projection_drift =
+            report.remaining.projection_drift.saturating_sub(repaired);
         if let Err(e) = rebuilt {
             tracing::error!(projection = name, error = %e, "full rebuild for the repair failed");
         }

@@ -4,12 +4,12 @@ use super::*;
 use crate::table::{MemTables, Projector};
 use chrono::TimeZone;
 use factledger_aggregates::affiliate::Bps;
+use factledger_aggregates::affiliate_order::OrderSignal;
 use factledger_aggregates::campaign::{CampaignOpened, QuotaReleased, QuotaReserved};
 use factledger_aggregates::commission::{
-    BeneficiaryRole, CommissionAmounts, CommissionRecorded, CommissionReleased,
-    CommissionUnfrozen, OrderReaction,
+    BeneficiaryRole, CommissionAmounts, CommissionRecorded, CommissionReleased, CommissionUnfrozen,
+    OrderReaction,
 };
-use factledger_aggregates::affiliate_order::OrderSignal;
 use factledger_aggregates::commission_rules::RuleSnapshot;
 use factledger_aggregates::Currency;
 use serde_json::Value;
@@ -167,7 +167,13 @@ fn an_undecodable_commission_event_names_the_projection_and_the_event() {
 
 #[test]
 fn campaign_usage_tracks_reserved_quota_and_each_reservation() {
-    let campaign = |v: CampaignEvent| ("campaign", "cashback-fund", serde_json::to_value(v).unwrap());
+    let campaign = |v: CampaignEvent| {
+        (
+            "campaign",
+            "cashback-fund",
+            serde_json::to_value(v).unwrap(),
+        )
+    };
     let mem = fold(
         &CampaignsProjector,
         &[
