@@ -223,6 +223,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 "wallet: applied {applied} events in {:.1} s, now at position {position}",
                 started.elapsed().as_secs_f64()
             );
+            for projector in factledger::projector::all() {
+                let started = std::time::Instant::now();
+                let applied =
+                    factledger::projector::catch_up(&db.store, &db.projections, projector.as_ref())
+                        .await?;
+                let position = db
+                    .projections
+                    .checkpoint(projector.name(), projector.version())
+                    .await?;
+                println!(
+                    "{}: applied {applied} events in {:.1} s, now at position {position}",
+                    projector.name(),
+                    started.elapsed().as_secs_f64()
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Rebuild {
