@@ -256,6 +256,11 @@ pub struct Report {
     /// Commission streams replayed for the commission checks.
     #[serde(default)]
     pub commissions_checked: u64,
+    /// The commission checks replayed commission and wallet events up to here: the
+    /// last event the run's snapshot shows (whole units only; the wallet checkpoint
+    /// may fall inside a unit and split a commission from its credit).
+    #[serde(default)]
+    pub commissions_up_to_position: i64,
     /// Each affiliate projection compared with a replay of its events up to its own
     /// checkpoint in the same snapshot: `(name, position)`.
     #[serde(default)]
@@ -1443,6 +1448,7 @@ struct Pass {
     /// number of drift findings.
     drifted: Vec<(String, u64)>,
     commissions_checked: u64,
+    commissions_up_to_position: i64,
     projections_checked: Vec<ProjectionChecked>,
     /// Affiliate projections with drift (what a repair rebuilds in full).
     drifted_projections: Vec<&'static str>,
@@ -1594,6 +1600,7 @@ pub async fn reconcile(
         events_checked: pass.events_checked,
         wallets_checked: pass.wallets_checked,
         commissions_checked: pass.commissions_checked,
+        commissions_up_to_position: pass.commissions_up_to_position,
         projections_checked: pass.projections_checked.clone(),
         duration_ms: 0,
         counts: pass.counts,

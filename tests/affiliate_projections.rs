@@ -331,7 +331,12 @@ impl App {
 
 async fn spawn_app(db: &TestDb) -> App {
     let key_dir = tempfile::tempdir().expect("key dir");
-    let started = factledger::server::start(&db.url, "ID", key_dir.path())
+    let options = factledger::server::ServeOptions {
+        // Short, so the stall test sees its alert within a bounded poll.
+        projection_stall_alert_ms: Some(300),
+        ..Default::default()
+    };
+    let started = factledger::server::start_with(&db.url, "ID", key_dir.path(), options)
         .await
         .expect("server starts");
     let key = started.admin_key.expect("admin key").secret;
@@ -472,6 +477,25 @@ both_backends!(
     }
 );
 
+async fn stall_alerts(db: &TestDb) -> Vec<Value> {
+    let sql = "SELECT payload FROM outbox WHERE type = 'alert.projection.stalled' ORDER BY id";
+    let texts: Vec<String> = match store::open(&db.url).await.unwrap().db {
+        // utf8mb4_bin text reads back as bytes on MariaDB.
+        factledger::db::Db::Mysql(p) => sqlx::query_scalar::<_, Vec<u8>>(sql)
+            .fetch_all(&p)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|b| String::from_utf8(b).unwrap())
+            .collect(),
+        factledger::db::Db::Sqlite(p) => sqlx::query_scalar(sql).fetch_all(&p).await.unwrap(),
+    };
+    texts
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect()
+}
+
 /// Poll `GET /v1/projections` until `done` holds for it (at most 20 s).
 async fn wait_projections(app: &App, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -594,6 +618,29 @@ both_backends!(
             },
         )
         .await;
+        // The stalled commission projector raised its own alert, naming its stream.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let alerts = stall_alerts(&db).await;
+            if alerts
+                .iter()
+                .any(|a| a["business_id"] == "commission/SHOPEE:2:CASHBACK")
+            {
+                assert!(
+                    alerts.iter().any(|a| a["message"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("commission_records")),
+                    "{alerts:?}"
+                );
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no stall alert: {alerts:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         let c = named(&list, "commission_records");
         assert_eq!(c["position"], frozen - 1, "{c}");
         assert!(c["retries"].as_u64().unwrap() >= 1, "{c}");
@@ -759,6 +806,7 @@ both_backends!(
         assert_eq!(clean.counts.total(), 0, "{:?}", clean.findings);
         assert_eq!(clean.commissions_checked, 6);
         let head = db.store.head_position().await.unwrap();
+        assert_eq!(clean.commissions_up_to_position, head);
         let checked: Vec<(&str, i64)> = clean
             .projections_checked
             .iter()

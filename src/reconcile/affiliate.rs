@@ -1,7 +1,8 @@
 //! Reconciliation of the affiliate facts (issue 5 item 6), in the run's snapshot:
 //!
 //! - **Commissions against wallets** (R-REC-1), both sides replayed from events up to
-//!   the run's `up_to_position`, never read from projection tables: per wallet that
+//!   the run's `commissions_up_to_position` (the head as the run's snapshot sees it:
+//!   see `check_commissions`), never read from projection tables: per wallet that
 //!   some commission pays into, Σ of the amounts of its PENDING and FROZEN
 //!   commissions (a frozen commission's credit stays in pending: `CommissionFrozen`
 //!   has no wallet effect) must equal the pending its commission ledger entries hold
@@ -264,7 +265,20 @@ pub(super) async fn check_commissions(
     pass: &mut Pass,
     page_rows: i64,
 ) -> Result<(), ReconcileError> {
-    let up_to = pass.up_to_position;
+    // Not the wallet checkpoint: a unit (commission event + its wallet effect) is
+    // atomic, but the wallet runner's batches end anywhere, so its checkpoint can fall
+    // inside a unit and split a commission from its credit. Every event the snapshot
+    // shows belongs to a whole unit, so the head as the snapshot sees it is a cut
+    // both sides agree on; it is recorded in the report.
+    let heads = snap
+        .fetch(
+            "SELECT COALESCE(MAX(global_position), 0) FROM events",
+            &[],
+            |r| r.int(0),
+        )
+        .await?;
+    let up_to = heads.into_iter().next().unwrap_or(0);
+    pass.commissions_up_to_position = up_to;
     let mut sums: BTreeMap<String, Sums> = BTreeMap::new();
     let mut current: Option<CommissionReplay> = None;
     let mut findings = Vec::new();
