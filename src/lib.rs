@@ -10,6 +10,7 @@ pub mod db;
 pub mod jobs;
 pub mod outbox;
 pub mod projection;
+pub mod projector;
 pub mod rebuild;
 pub mod reconcile;
 pub mod server;

@@ -55,7 +55,8 @@ enum Command {
     /// end; the live tables serve reads until then) or one wallet's rows. Shows a
     /// progress bar on a terminal and prints the outcome as JSON.
     Rebuild {
-        /// The projection: wallet.
+        /// The projection: wallet, affiliate_orders, commission_records or
+        /// campaign_usage (the affiliate ones: full rebuild only, in one transaction).
         projection: String,
         /// Only these rows: wallet:<wallet id>.
         #[arg(long)]
@@ -326,6 +327,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 "wallet: applied {applied} events in {:.1} s, now at position {position}",
                 started.elapsed().as_secs_f64()
             );
+            for projector in factledger::projector::all() {
+                let started = std::time::Instant::now();
+                let applied =
+                    factledger::projector::catch_up(&db.store, &db.projections, projector.as_ref())
+                        .await?;
+                let position = db
+                    .projections
+                    .checkpoint(projector.name(), projector.version())
+                    .await?;
+                println!(
+                    "{}: applied {applied} events in {:.1} s, now at position {position}",
+                    projector.name(),
+                    started.elapsed().as_secs_f64()
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Rebuild {
@@ -336,6 +352,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             use factledger::rebuild::{self, RebuildOptions, Scope};
             let db = store::open(&cli.database_url).await?;
+            if let Some(projector) = factledger::projector::find(&projection) {
+                if scope.is_some() {
+                    anyhow::bail!("{projection} has full rebuilds only: drop --scope");
+                }
+                let done = factledger::projector::rebuild_full(
+                    &db.store,
+                    &db.projections,
+                    projector.as_ref(),
+                )
+                .await?;
+                println!("{}", serde_json::to_string(&done)?);
+                return Ok(ExitCode::SUCCESS);
+            }
             let scope = Scope::parse(scope.as_deref())?;
             let started =
                 rebuild::begin(&db.store, &db.projections, &projection, scope, "cli").await?;

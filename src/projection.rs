@@ -412,9 +412,41 @@ pub fn spawn_wallet_alerting(
     db: ProjectionDb,
     alerts: Option<StallAlerts>,
 ) -> SharedStatus {
+    let (s, d) = (store.clone(), db.clone());
+    spawn_runner(
+        store,
+        db,
+        wallet::NAME,
+        wallet::VERSION,
+        alerts,
+        true,
+        move || {
+            let (store, db) = (s.clone(), d.clone());
+            async move { catch_up_wallet(&store, &db).await }
+        },
+    )
+}
+
+/// The loop every projector runs in its own task (the wallet's and the generic
+/// ones): `catch_up`, then poll; on failure stop at the failing event, report it and
+/// retry with backoff, never skipping it. `resolve_holds`: the projector has a
+/// shadow-table rebuild whose hold a dead rebuild may leave behind (the wallet's).
+pub(crate) fn spawn_runner<F, Fut>(
+    store: DynStore,
+    db: ProjectionDb,
+    name: &'static str,
+    version: i32,
+    alerts: Option<StallAlerts>,
+    resolve_holds: bool,
+    catch_up: F,
+) -> SharedStatus
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<u64, RunnerError>> + Send,
+{
     let status: SharedStatus = std::sync::Arc::new(std::sync::Mutex::new(ProjectionStatus {
-        name: wallet::NAME.to_owned(),
-        version: wallet::VERSION,
+        name: name.to_owned(),
+        version,
         ..Default::default()
     }));
     let shared = status.clone();
@@ -423,19 +455,20 @@ pub fn spawn_wallet_alerting(
         let mut last_resolve: Option<std::time::Instant> = None;
         let mut stall = Stall::default();
         loop {
-            let outcome = catch_up_wallet(&store, &db).await;
+            let outcome = catch_up().await;
             let held = matches!(outcome, Err(RunnerError::CheckpointMoved(_)));
             // Held by a rebuild, or raced by another runner. A hold whose rebuild died
             // would stop this projection for good: look for a stale one, now and then
             // (a live rebuild releases its own hold).
             if held
+                && resolve_holds
                 && !last_resolve.is_some_and(|t| {
                     t.elapsed() < std::time::Duration::from_millis(RESOLVE_HOLD_EVERY_MS)
                 })
             {
                 last_resolve = Some(std::time::Instant::now());
                 if let Err(e) = crate::rebuild::resolve_stale_hold(&db).await {
-                    tracing::warn!(projection = wallet::NAME, error = %e, "cannot resolve a stale rebuild hold");
+                    tracing::warn!(projection = name, error = %e, "cannot resolve a stale rebuild hold");
                 }
             }
             match outcome {
@@ -449,7 +482,7 @@ pub fn spawn_wallet_alerting(
                 }
                 Err(e) => {
                     backoff_ms = (backoff_ms * 2).clamp(50, RETRY_BACKOFF_MS_MAX);
-                    tracing::error!(projection = wallet::NAME, error = %e, "projection stopped at a failing event");
+                    tracing::error!(projection = name, error = %e, "projection stopped at a failing event");
                     let error_position = match &e {
                         RunnerError::Projection(p) => Some(p.global_position),
                         _ => None,
@@ -463,12 +496,12 @@ pub fn spawn_wallet_alerting(
                     };
                     if let Some(alerts) = &alerts {
                         stall
-                            .failed(&store, alerts, error_position, &e, retries)
+                            .failed(&store, alerts, name, error_position, &e, retries)
                             .await;
                     }
                 }
             }
-            refresh(&store, &db, &shared).await;
+            refresh(&store, &db, &shared, name, version).await;
             // While held, a batch read and projected is thrown away: poll slower.
             let pause = if backoff_ms > 0 {
                 backoff_ms
@@ -498,6 +531,7 @@ impl Stall {
         &mut self,
         store: &DynStore,
         alerts: &StallAlerts,
+        projection: &'static str,
         error_position: Option<i64>,
         error: &RunnerError,
         retries: u64,
@@ -529,7 +563,7 @@ impl Stall {
             None => None,
         };
         let alert = stall_alert(
-            wallet::NAME,
+            projection,
             error_position,
             event.as_ref(),
             error,
@@ -540,7 +574,7 @@ impl Stall {
             Ok(()) => self.alerted = true,
             // Not alerted: the next failed attempt tries again.
             Err(e) => {
-                tracing::warn!(projection = wallet::NAME, error = %e, "cannot raise the stall alert")
+                tracing::warn!(projection, error = %e, "cannot raise the stall alert")
             }
         }
     }
@@ -590,9 +624,15 @@ fn stall_alert(
     }
 }
 
-async fn refresh(store: &DynStore, db: &ProjectionDb, status: &SharedStatus) {
+async fn refresh(
+    store: &DynStore,
+    db: &ProjectionDb,
+    status: &SharedStatus,
+    name: &'static str,
+    version: i32,
+) {
     let (Ok(position), Ok(head)) = (
-        db.checkpoint(wallet::NAME, wallet::VERSION).await,
+        db.checkpoint(name, version).await,
         store.head_position().await,
     ) else {
         return;
@@ -617,7 +657,7 @@ async fn refresh(store: &DynStore, db: &ProjectionDb, status: &SharedStatus) {
     s.head = head;
     s.lag_events = head - position;
     s.lag_ms = lag_ms;
-    let labels = [("projection", wallet::NAME)];
+    let labels = [("projection", name)];
     metrics::gauge!("factledger_projection_position", &labels).set(position as f64);
     metrics::gauge!("factledger_projection_lag_events", &labels).set((head - position) as f64);
     metrics::gauge!("factledger_projection_lag_seconds", &labels).set(lag_ms as f64 / 1000.0);

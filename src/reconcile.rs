@@ -49,6 +49,8 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{MySql, Row, Sqlite, Transaction};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+mod affiliate;
+
 /// Rows read per query, per table (default). A page of events is a few MB.
 pub const PAGE_ROWS: i64 = 5_000;
 /// Largest page a caller may ask for: memory is a page per table.
@@ -135,6 +137,20 @@ pub enum FindingKind {
     /// An event the wallet's state does not allow (before it was opened, opened
     /// twice, a block placed twice or lifted when absent).
     LifecycleBroken,
+    /// A row of an affiliate projection the replay makes is not stored.
+    RowMissing,
+    /// A stored row of an affiliate projection no event accounts for.
+    RowExtra,
+    /// A stored row of an affiliate projection differs from the replay's.
+    RowDiffers,
+    /// A commission event that does not decode or that its stream does not allow.
+    CommissionEventInvalid,
+    /// Σ of a wallet's PENDING and FROZEN commission amounts is not the pending its
+    /// commission ledger entries hold (R-REC-1).
+    CommissionPendingMismatch,
+    /// Σ of a wallet's released commission amounts is not Σ of its `RELEASE_PENDING`
+    /// entries with `ref_type COMMISSION`.
+    CommissionReleaseMismatch,
 }
 
 impl FindingKind {
@@ -142,12 +158,21 @@ impl FindingKind {
         use FindingKind::*;
         match self {
             BalanceMissing | BalanceExtra | BalanceDiffers | LedgerMissing | LedgerExtra
-            | LedgerDiffers | BlockMissing | BlockExtra | BlockDiffers => {
-                FindingClass::ProjectionDrift
-            }
-            HashChainBroken | SequenceGap | PayloadUndecodable | EventTypeMismatch
-            | LedgerRefMismatch | BalanceChainBroken | DeltaMismatch | ConservationBroken
-            | NegativeBucket | LifecycleBroken => FindingClass::Event,
+            | LedgerDiffers | BlockMissing | BlockExtra | BlockDiffers | RowMissing | RowExtra
+            | RowDiffers => FindingClass::ProjectionDrift,
+            HashChainBroken
+            | SequenceGap
+            | PayloadUndecodable
+            | EventTypeMismatch
+            | LedgerRefMismatch
+            | BalanceChainBroken
+            | DeltaMismatch
+            | ConservationBroken
+            | NegativeBucket
+            | LifecycleBroken
+            | CommissionEventInvalid
+            | CommissionPendingMismatch
+            | CommissionReleaseMismatch => FindingClass::Event,
         }
     }
 }
@@ -165,7 +190,12 @@ pub struct EventRef {
 pub struct Finding {
     pub class: FindingClass,
     pub kind: FindingKind,
+    /// The wallet the finding is about (empty for a row of an affiliate projection
+    /// that names no wallet).
     pub wallet_id: String,
+    /// The projection the finding is about, when it is not the wallet's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<String>,
     /// `wallet_balances`, `wallet_ledger`, `wallet_blocks` or `events`.
     pub table: String,
     /// The row within the table: `wallet_id=…`, `sequence=…` or `ref=TYPE/ID`.
@@ -223,6 +253,18 @@ pub struct Report {
     pub repair: bool,
     pub events_checked: u64,
     pub wallets_checked: u64,
+    /// Commission streams replayed for the commission checks.
+    #[serde(default)]
+    pub commissions_checked: u64,
+    /// The commission checks replayed commission and wallet events up to here: the
+    /// last event the run's snapshot shows (whole units only; the wallet checkpoint
+    /// may fall inside a unit and split a commission from its credit).
+    #[serde(default)]
+    pub commissions_up_to_position: i64,
+    /// Each affiliate projection compared with a replay of its events up to its own
+    /// checkpoint in the same snapshot: `(name, position)`.
+    #[serde(default)]
+    pub projections_checked: Vec<ProjectionChecked>,
     pub duration_ms: u64,
     /// Findings per class (exact, even when `findings` is truncated).
     pub counts: Counts,
@@ -232,6 +274,15 @@ pub struct Report {
     pub findings_truncated: bool,
     pub findings: Vec<Finding>,
     pub repair_outcome: Option<RepairOutcome>,
+}
+
+/// An affiliate projection a run compared with the events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ProjectionChecked {
+    pub name: String,
+    /// Its checkpoint in the run's snapshot: events up to here were replayed.
+    pub up_to_position: i64,
+    pub rows_checked: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -891,6 +942,7 @@ impl Finding {
             class: kind.class(),
             kind,
             wallet_id: wallet_id.to_owned(),
+            projection: None,
             table: table.to_owned(),
             key,
             detail: detail.into(),
@@ -1395,6 +1447,11 @@ struct Pass {
     /// Wallets with drift and no event finding (what a repair rebuilds), with their
     /// number of drift findings.
     drifted: Vec<(String, u64)>,
+    commissions_checked: u64,
+    commissions_up_to_position: i64,
+    projections_checked: Vec<ProjectionChecked>,
+    /// Affiliate projections with drift (what a repair rebuilds in full).
+    drifted_projections: Vec<&'static str>,
 }
 
 impl Pass {
@@ -1498,6 +1555,12 @@ async fn check_all(db: &ProjectionDb, page_rows: i64) -> Result<Pass, ReconcileE
     };
     let mut pages = Pages::new(&mut snap, None, pass.up_to_position, page_rows);
     check_wallets(&mut pages, &mut pass).await?;
+    // Same snapshot, same cut: commissions against wallets, and each affiliate
+    // projection against its own events.
+    affiliate::check_commissions(&mut snap, &mut pass, page_rows).await?;
+    for projector in crate::projector::all() {
+        affiliate::check_projection(&mut snap, &mut pass, projector.as_ref(), page_rows).await?;
+    }
     snap.close().await?;
     Ok(pass)
 }
@@ -1536,6 +1599,9 @@ pub async fn reconcile(
         repair: options.repair,
         events_checked: pass.events_checked,
         wallets_checked: pass.wallets_checked,
+        commissions_checked: pass.commissions_checked,
+        commissions_up_to_position: pass.commissions_up_to_position,
+        projections_checked: pass.projections_checked.clone(),
         duration_ms: 0,
         counts: pass.counts,
         remaining: pass.counts,
@@ -1545,6 +1611,14 @@ pub async fn reconcile(
     };
     if options.repair {
         repair(store, db, &pass.drifted, options.page_rows, &mut report).await?;
+        affiliate::repair(
+            store,
+            db,
+            &pass.drifted_projections,
+            options.page_rows,
+            &mut report,
+        )
+        .await?;
     }
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     for (class, n) in [

@@ -232,20 +232,31 @@ pub async fn start_with(
         cron,
         _outbox: crate::outbox::spawn(db.db.clone(), sinks, options.outbox_relay.clone()),
     });
-    let projection_status = crate::projection::spawn_wallet_alerting(
+    let stall_alerts = crate::projection::StallAlerts {
+        context: jobs.config().alerts.clone(),
+        after_ms: options
+            .projection_stall_alert_ms
+            .unwrap_or(crate::projection::STALL_ALERT_AFTER_MS_DEFAULT),
+    };
+    // Each projector in its own task with its own checkpoint: one stopped at an
+    // event it cannot apply never holds the others back.
+    let mut projection_statuses = vec![crate::projection::spawn_wallet_alerting(
         db.store.clone(),
         db.projections.clone(),
-        Some(crate::projection::StallAlerts {
-            context: jobs.config().alerts.clone(),
-            after_ms: options
-                .projection_stall_alert_ms
-                .unwrap_or(crate::projection::STALL_ALERT_AFTER_MS_DEFAULT),
-        }),
-    );
+        Some(stall_alerts.clone()),
+    )];
+    for projector in crate::projector::all() {
+        projection_statuses.push(crate::projector::spawn(
+            db.store.clone(),
+            db.projections.clone(),
+            projector,
+            Some(stall_alerts.clone()),
+        ));
+    }
     let state = AppState {
         wallets: CommandBus::start(db.store.clone()),
         projections: db.projections,
-        projection_status,
+        projection_statuses: Arc::new(projection_statuses),
         store: db.store,
         keys: db.keys,
         config: Arc::new(ServiceConfig {

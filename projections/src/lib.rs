@@ -5,6 +5,8 @@
 //! so replaying the same events always yields the same rows (SPEC R-INV-10). Writing
 //! the rows (SQL per backend, checkpoints) is the runner's job in the service.
 
+pub mod affiliate;
+pub mod table;
 pub mod wallet;
 
 use serde_json::Value;
@@ -31,4 +33,15 @@ pub struct ProjectionError {
     pub projection: &'static str,
     pub global_position: i64,
     pub reason: String,
+}
+
+impl ProjectedEvent<'_> {
+    /// The error that stops `projection` at this event.
+    pub fn fail(&self, projection: &'static str, why: String) -> ProjectionError {
+        ProjectionError {
+            projection,
+            global_position: self.global_position,
+            reason: format!("{} {}", self.event_type, why),
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The HTTP API (axum, JSON). **Architecture invariant:** only this module knows about
 //! HTTP, headers and JSON request shapes; below it everything is typed commands.
 
+mod affiliate;
 mod audit;
 mod callbacks;
 mod cron;
@@ -47,7 +48,8 @@ pub struct ServiceConfig {
 pub struct AppState {
     pub store: DynStore,
     pub projections: crate::projection::ProjectionDb,
-    pub projection_status: crate::projection::SharedStatus,
+    /// Every projector's status, the wallet's first (`GET /v1/projections`).
+    pub projection_statuses: Arc<Vec<crate::projection::SharedStatus>>,
     pub keys: KeyStore,
     pub wallets: CommandBus<Wallet>,
     pub config: Arc<ServiceConfig>,
@@ -67,6 +69,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/wallets/{wallet_id}", get(wallets::get_wallet))
         .route("/v1/wallets/{wallet_id}/ledger", get(wallets::get_ledger))
         .route("/v1/projections", get(system::projections))
+        .route(
+            "/v1/orders/{platform}/{platform_order_id}",
+            get(affiliate::get_order),
+        )
+        .route("/v1/commissions", get(affiliate::list_commissions))
         .route("/v1/projections/{name}/rebuild", post(rebuilds::start))
         .route("/v1/projections/rebuilds/{id}", get(rebuilds::status))
         .route("/v1/reconciliations", post(reconciliations::start))

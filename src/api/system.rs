@@ -16,6 +16,8 @@ use utoipa::OpenApi;
         super::streams::get_events,
         super::wallets::get_ledger,
         projections,
+        super::affiliate::get_order,
+        super::affiliate::list_commissions,
         super::rebuilds::start,
         super::rebuilds::status,
         super::audit::events,
@@ -47,6 +49,9 @@ use utoipa::OpenApi;
         super::wallets::LedgerPage,
         crate::projection::LedgerEntry,
         crate::projection::ProjectionStatus,
+        super::affiliate::OrderView,
+        super::affiliate::CommissionView,
+        super::affiliate::CommissionsPage,
         crate::rebuild::RebuildStatus,
         super::rebuilds::RebuildRequest,
         super::audit::AuditPage,
@@ -56,6 +61,7 @@ use utoipa::OpenApi;
         crate::reconcile::Run,
         crate::reconcile::RunStatus,
         crate::reconcile::Report,
+        crate::reconcile::ProjectionChecked,
         crate::reconcile::Counts,
         crate::reconcile::Finding,
         crate::reconcile::FindingClass,
@@ -121,12 +127,17 @@ pub async fn projections(
     State(state): State<AppState>,
     _caller: super::Caller,
 ) -> Json<Vec<crate::projection::ProjectionStatus>> {
-    let s = state
-        .projection_status
-        .lock()
-        .map(|s| s.clone())
-        .unwrap_or_else(|p| p.into_inner().clone());
-    Json(vec![s])
+    Json(
+        state
+            .projection_statuses
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .map(|s| s.clone())
+                    .unwrap_or_else(|p| p.into_inner().clone())
+            })
+            .collect(),
+    )
 }
 
 /// Prometheus text exposition (no authentication, like most scrapers expect).
