@@ -2,6 +2,7 @@
 //! HTTP, headers and JSON request shapes; below it everything is typed commands.
 
 mod affiliate;
+mod affiliate_commands;
 mod audit;
 mod callbacks;
 mod cron;
@@ -71,9 +72,35 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/projections", get(system::projections))
         .route(
             "/v1/orders/{platform}/{platform_order_id}",
-            get(affiliate::get_order),
+            get(affiliate::get_order).post(affiliate_commands::post_on_order),
+        )
+        .route(
+            "/v1/orders:ingest",
+            post(affiliate_commands::ingest).layer(axum::extract::DefaultBodyLimit::max(
+                affiliate_commands::INGEST_BODY_BYTES_MAX,
+            )),
         )
         .route("/v1/commissions", get(affiliate::list_commissions))
+        .route(
+            "/v1/commissions/{commission_id}",
+            post(affiliate_commands::post_on_commission),
+        )
+        .route(
+            "/v1/commission-rules/{rule_set_id}/versions",
+            post(affiliate_commands::add_rule_version),
+        )
+        .route(
+            "/v1/affiliate-links",
+            post(affiliate_commands::register_link),
+        )
+        .route(
+            "/v1/users/{user_id}/inviter",
+            post(affiliate_commands::set_inviter),
+        )
+        .route(
+            "/v1/campaigns/{campaign_id}",
+            post(affiliate_commands::open_campaign),
+        )
         .route("/v1/projections/{name}/rebuild", post(rebuilds::start))
         .route("/v1/projections/rebuilds/{id}", get(rebuilds::status))
         .route("/v1/reconciliations", post(reconciliations::start))

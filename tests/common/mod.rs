@@ -209,3 +209,75 @@ pub fn assert_alert_context(alert: &serde_json::Value) {
         );
     }
 }
+
+/// A running service on an ephemeral loopback port: its base URL and the first admin
+/// key; the server stops when the handle is dropped.
+pub struct Server {
+    pub base: String,
+    pub admin: String,
+    pub admin_key_id: String,
+    pub client: reqwest::Client,
+    _key_dir: tempfile::TempDir,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Server {
+    pub async fn start(db: &TestDb) -> Server {
+        let key_dir = tempfile::tempdir().expect("key dir");
+        let started = factledger::server::start(&db.url, "ID", key_dir.path())
+            .await
+            .expect("server starts");
+        let admin = started.admin_key.expect("first start creates an admin key");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let state = started.state;
+        let task = tokio::spawn(async move {
+            factledger::server::serve(state, listener, std::future::pending())
+                .await
+                .expect("serve");
+        });
+        Server {
+            base: format!("http://{addr}"),
+            admin: admin.secret,
+            admin_key_id: admin.key_id,
+            client: reqwest::Client::new(),
+            _key_dir: key_dir,
+            task,
+        }
+    }
+
+    /// POST a JSON body as the admin: status and JSON body.
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.admin)
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
+    /// GET as the admin: status and JSON body.
+    pub async fn get(&self, path: &str) -> (u16, serde_json::Value) {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.admin)
+            .send()
+            .await
+            .expect("request");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    }
+}
