@@ -6,6 +6,7 @@
 //! the rows (SQL per backend, checkpoints) is the runner's job in the service.
 
 pub mod affiliate;
+pub mod bill;
 pub mod table;
 pub mod wallet;
 
