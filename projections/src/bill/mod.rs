@@ -400,7 +400,14 @@ fn opening_paid(view: &View, key: AccountKey) -> Result<i64, BillError> {
     }
 }
 
-/// R-BILL-2: the first rule that matches, in table order.
+/// R-BILL-2: the first rule that matches, in table order. Readings of the seed's
+/// wording (§5.2), chosen here and tested:
+/// - "selected payable line has no success/fail final fact" (rule 2) also holds when
+///   no payable line is selected: there is no final fact either way;
+/// - "no active lock" (rule 6) is "no valid lock", the same notion as rules 1 and 2;
+/// - the "latest payable line" and "latest payable master" (rules 6, 9) are the
+///   selected line and its master;
+/// - a voided result is no outcome of its line.
 fn status_rule(view: &View, a: &Amounts) -> StatusRule {
     let lock_master = view.valid_lock.map(|l| l.order.status);
     let selected_outcome = view.selected.and_then(|s| view.outcome(s.line));
