@@ -407,7 +407,10 @@ both_backends!(
         let name = cron::CALLBACK_REPLAY_SCAN_SCHEDULE.to_owned();
         // Settlement (every 5 min) may fire in the same four minutes.
         let fired: Vec<(String, i64)> = r.fired.into_iter().filter(|f| f.0 == name).collect();
-        assert_eq!(fired, vec![(name.clone(), t + 120_000), (name, t + 240_000)]);
+        assert_eq!(
+            fired,
+            vec![(name.clone(), t + 120_000), (name, t + 240_000)]
+        );
         // Two firings, one round at a time (the kind's cap is 1).
         for _ in 0..2 {
             let scan = e.scan(cron::CALLBACK_REPLAY_SCAN.name, None).await.unwrap();

@@ -459,8 +459,7 @@ impl JobHandler for SettlementHandler {
             more = report.more,
             "settlement round"
         );
-        let summary =
-            serde_json::to_value(&report).map_err(|e| JobFailure::new(e.to_string()))?;
+        let summary = serde_json::to_value(&report).map_err(|e| JobFailure::new(e.to_string()))?;
         Ok(RoundReport {
             summary,
             // Level 3 only when nothing is left behind: no failure, no full last batch.
