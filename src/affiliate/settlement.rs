@@ -183,31 +183,23 @@ pub async fn due_commissions(
     after: Option<&DueCommission>,
     limit: i64,
 ) -> Result<Vec<DueCommission>, sqlx::Error> {
-    // The keyset as an OR of column conditions: both backends read it as one range of
-    // the (status, release_at, commission_id) index. The first batch starts after
-    // ("", ""), before every row.
-    let sql = "SELECT commission_id, release_at FROM commission_records \
-               WHERE status = ? AND release_at <= ? \
-               AND (release_at > ? OR (release_at = ? AND commission_id > ?)) \
-               ORDER BY release_at, commission_id LIMIT ?";
     let now = time_text(&now);
+    // The first batch starts after ("", ""), before every row.
     let (at, id) = after
         .map(|a| (a.release_at.as_str(), a.commission_id.as_str()))
         .unwrap_or(("", ""));
     let status = CommissionStatus::Pending.as_str();
+    let sql = due_sql(matches!(db, ProjectionDb::Sqlite(_)), limit);
     macro_rules! go {
-        ($p:expr) => {{
+        ($p:expr, $text:expr, $keyset:expr) => {{
             use crate::db::RowText;
-            let rows = sqlx::query(sql)
-                .bind(status)
-                .bind(&now)
-                .bind(at)
-                .bind(at)
-                .bind(id)
-                .bind(limit)
-                .fetch_all($p)
-                .await?;
-            rows.iter()
+            let mut q = sqlx::query(&sql).bind($text(status)).bind($text(&now));
+            for k in $keyset {
+                q = q.bind($text(k));
+            }
+            q.fetch_all($p)
+                .await?
+                .iter()
                 .map(|r| {
                     Ok(DueCommission {
                         commission_id: r.text(0)?,
@@ -218,9 +210,33 @@ pub async fn due_commissions(
         }};
     }
     match db {
-        ProjectionDb::Mysql(p) => go!(p),
-        ProjectionDb::Sqlite(p) => go!(p),
+        // Text as bytes: MariaDB then compares with the `_bin` columns as they are and
+        // walks the index in order (a utf8mb4_unicode_ci string parameter makes it
+        // sort the range; see `reconcile.rs`).
+        ProjectionDb::Mysql(p) => go!(p, str::as_bytes, [at, at, id]),
+        // SQLite compares a blob as greater than any text: bind text.
+        ProjectionDb::Sqlite(p) => go!(p, std::convert::identity::<&str>, [at, id]),
     }
+}
+
+/// The scan's SQL: one in-order range of `ix_commission_records_due (status,
+/// release_at, commission_id)` per batch, in each backend's spelling of the keyset —
+/// SQLite a row value, MariaDB an OR of column conditions (each plans the other's
+/// spelling as a scan from the start of the range) — and the limit a literal (a
+/// MariaDB prepared `LIMIT ?` read and sorted the whole range, see `reconcile.rs`).
+/// Public so tests can EXPLAIN it.
+pub fn due_sql(sqlite: bool, limit: i64) -> String {
+    let keyset = if sqlite {
+        "(release_at, commission_id) > (?, ?)"
+    } else {
+        "(release_at > ? OR (release_at = ? AND commission_id > ?))"
+    };
+    format!(
+        "SELECT commission_id, release_at FROM commission_records \
+         WHERE status = ? AND release_at <= ? AND {keyset} \
+         ORDER BY release_at, commission_id LIMIT {}",
+        limit.max(1)
+    )
 }
 
 /// Bounds of one settlement round.
