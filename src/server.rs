@@ -156,9 +156,10 @@ pub async fn supports_skip_locked(db: &crate::db::Db) -> bool {
     }
 }
 
-/// The job engine with every kind this service runs (the built-in ones — so far
-/// `callback_replay`, with the providers of `options.callbacks` — and
-/// `options.extra_job_kinds`, which it takes). `serve` starts its loop; the CLI uses
+/// The job engine with every kind this service runs (the built-in ones —
+/// `callback_replay` with the providers of `options.callbacks`, the cron scans,
+/// `commission_settlement`, and `platform_sync` with `platform_sync_scan` when sync
+/// pairs are configured — and `options.extra_job_kinds`, which it takes). `serve` starts its loop; the CLI uses
 /// it for one-off operations (`factledger jobs retry`).
 pub async fn job_engine(
     db: &crate::store::Database,
