@@ -46,6 +46,10 @@ enum Command {
         /// FACTLEDGER_PLATFORM_<PLATFORM>_URL) or pairs (`TIKTOK:ID`). Empty: none.
         #[arg(long, env = "FACTLEDGER_PLATFORM_COUNTRIES", default_value = "")]
         platform_countries: String,
+        /// When commission settlement fires: a cron expression, or `off` (another
+        /// process settles). Default every 5 minutes.
+        #[arg(long, env = "FACTLEDGER_SETTLEMENT_EVERY", default_value = factledger::affiliate::settlement::SETTLEMENT_EVERY)]
+        settlement_every: String,
     },
     /// Apply pending migrations and exit.
     Migrate,
@@ -267,6 +271,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             test_cron_heartbeat,
             outbox,
             platform_countries,
+            settlement_every,
         } => {
             let cwd = std::env::current_dir()?;
             let platform_sync =
@@ -283,6 +288,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 test_cron_heartbeat,
                 outbox_sinks: sinks,
                 platform_sync,
+                settlement_cron: factledger::server::SettlementCron::parse(&settlement_every),
                 ..Default::default()
             };
             let started =

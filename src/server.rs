@@ -82,6 +82,33 @@ pub struct ServeOptions {
     /// What synced pages go through (tests); default: the ingest unit
     /// (`affiliate::ingest::Ingestor`) on this service's store.
     pub order_ingestor: Option<Arc<dyn crate::affiliate::OrderIngestor>>,
+    /// When the `commission_settlement` schedule fires (R-COM-2; default every 5
+    /// minutes). The job kind is registered either way, so a round can be run by hand.
+    pub settlement_cron: SettlementCron,
+}
+
+/// When settlement fires (`serve --settlement-every`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SettlementCron {
+    /// [`crate::affiliate::settlement::SETTLEMENT_EVERY`]: every 5 minutes.
+    #[default]
+    Default,
+    /// This cron expression.
+    Every(String),
+    /// Not at all (tests of other features whose commissions must stay PENDING;
+    /// a deployment where another process settles).
+    Off,
+}
+
+impl SettlementCron {
+    /// `off` turns it off; anything else is a cron expression.
+    pub fn parse(s: &str) -> SettlementCron {
+        match s.trim() {
+            "" => SettlementCron::Default,
+            t if t.eq_ignore_ascii_case("off") => SettlementCron::Off,
+            t => SettlementCron::Every(t.to_owned()),
+        }
+    }
 }
 
 /// Open the database (migrating it), bootstrap the first admin key into `key_dir`,
@@ -129,9 +156,10 @@ pub async fn supports_skip_locked(db: &crate::db::Db) -> bool {
     }
 }
 
-/// The job engine with every kind this service runs (the built-in ones — so far
-/// `callback_replay`, with the providers of `options.callbacks` — and
-/// `options.extra_job_kinds`, which it takes). `serve` starts its loop; the CLI uses
+/// The job engine with every kind this service runs (the built-in ones —
+/// `callback_replay` with the providers of `options.callbacks`, the cron scans,
+/// `commission_settlement`, and `platform_sync` with `platform_sync_scan` when sync
+/// pairs are configured — and `options.extra_job_kinds`, which it takes). `serve` starts its loop; the CLI uses
 /// it for one-off operations (`factledger jobs retry`).
 pub async fn job_engine(
     db: &crate::store::Database,
@@ -167,7 +195,25 @@ pub async fn job_engine(
             Arc::new(crate::jobs::cron::HeartbeatHandler),
         ));
     }
+    // Settlement (R-COM-2) is always registered: its cron may be off, but a round
+    // can still be run by hand (`jobs retry`).
+    kinds.push((
+        &crate::affiliate::settlement::COMMISSION_SETTLEMENT,
+        Arc::new(crate::affiliate::settlement::SettlementHandler::new(
+            db.store.clone(),
+            db.projections.clone(),
+            country_code,
+        )),
+    ));
     if !options.platform_sync.pairs.is_empty() {
+        // The cron's firings submit the sync jobs through the engine itself.
+        kinds.push((
+            &crate::affiliate::sync::PLATFORM_SYNC_SCAN,
+            Arc::new(crate::affiliate::sync::SyncScanHandler::new(
+                slot.clone(),
+                options.platform_sync.pairs.clone(),
+            )),
+        ));
         // Synced pages go through the ingest unit, as `POST /v1/orders:ingest` does.
         let ingestor = options.order_ingestor.clone().unwrap_or_else(|| {
             Arc::new(crate::affiliate::ingest::Ingestor::new(
@@ -187,16 +233,41 @@ pub async fn job_engine(
     Ok(engine)
 }
 
-/// The cron scheduler of this service: the built-in schedules (so far the failed
-/// callback replay scan every 2 min), the test heartbeat if asked for, and
-/// `options.cron_schedules`, on `engine` (which must come from [`job_engine`] with the
-/// same options).
+/// The cron scheduler of this service: the built-in schedules (the failed callback
+/// replay scan every 2 min; commission settlement as `options.settlement_cron` says,
+/// by default every 5 min), platform sync every 15 min when pairs are configured,
+/// the test heartbeat if asked for, and `options.cron_schedules`, on `engine` (which
+/// must come from [`job_engine`] with the same options).
 pub fn cron_scheduler(
     engine: &crate::jobs::Engine,
     options: &ServeOptions,
 ) -> anyhow::Result<crate::jobs::cron::Scheduler> {
+    use crate::affiliate::{settlement, sync};
     use crate::jobs::cron;
     let mut schedules = cron::builtin_schedules()?;
+    match &options.settlement_cron {
+        SettlementCron::Default => {}
+        SettlementCron::Off => schedules.retain(|s| s.name != settlement::SETTLEMENT_SCHEDULE),
+        SettlementCron::Every(expr) => {
+            for s in schedules
+                .iter_mut()
+                .filter(|s| s.name == settlement::SETTLEMENT_SCHEDULE)
+            {
+                *s = cron::CronSchedule::new(
+                    settlement::SETTLEMENT_SCHEDULE,
+                    expr,
+                    &settlement::COMMISSION_SETTLEMENT,
+                )?;
+            }
+        }
+    }
+    if !options.platform_sync.pairs.is_empty() {
+        schedules.push(cron::CronSchedule::new(
+            sync::PLATFORM_SYNC_SCHEDULE,
+            sync::PLATFORM_SYNC_EVERY,
+            &sync::PLATFORM_SYNC_SCAN,
+        )?);
+    }
     if let Some(expr) = &options.test_cron_heartbeat {
         schedules.push(cron::CronSchedule::new(
             cron::HEARTBEAT_SCHEDULE,

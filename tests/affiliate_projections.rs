@@ -334,6 +334,9 @@ async fn spawn_app(db: &TestDb) -> App {
     let options = factledger::server::ServeOptions {
         // Short, so the stall test sees its alert within a bounded poll.
         projection_stall_alert_ms: Some(300),
+        // These tests read commissions in the states they put them in: a settlement
+        // firing on a 5-minute boundary mid-test must not release them.
+        settlement_cron: factledger::server::SettlementCron::Off,
         ..Default::default()
     };
     let started = factledger::server::start_with(&db.url, "ID", key_dir.path(), options)

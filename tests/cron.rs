@@ -405,8 +405,10 @@ both_backends!(
         s.tick_at(t + 1).await.unwrap();
         let r = s.tick_at(t + 4 * 60_000 + 1).await.unwrap();
         let name = cron::CALLBACK_REPLAY_SCAN_SCHEDULE.to_owned();
+        // Settlement (every 5 min) may fire in the same four minutes.
+        let fired: Vec<(String, i64)> = r.fired.into_iter().filter(|f| f.0 == name).collect();
         assert_eq!(
-            r.fired,
+            fired,
             vec![(name.clone(), t + 120_000), (name, t + 240_000)]
         );
         // Two firings, one round at a time (the kind's cap is 1).

@@ -190,6 +190,57 @@ pub async fn submit_sync_jobs(
     Ok(codes)
 }
 
+/// The cron schedule that submits the sync jobs, its expression and its job kind
+/// (R-JOB-9: "platform order sync about every 15 min"). Each firing's job only
+/// submits (fact changes); the pulls are the `platform_sync` jobs' rounds.
+pub const PLATFORM_SYNC_SCHEDULE: &str = "platform_sync";
+pub const PLATFORM_SYNC_EVERY: &str = "*/15 * * * *";
+// The lookback arithmetic above assumes one firing every SYNC_INTERVAL_MS.
+const _: () = assert!(SYNC_INTERVAL_MS == 15 * MINUTE_MS);
+
+/// The kind of the sync schedule's firings. A round is a few inserts: a short lease,
+/// one at a time, no retry (the next firing, 15 minutes later, submits again).
+pub static PLATFORM_SYNC_SCAN: JobKind = JobKind {
+    lease_ms: 60 * 1_000,
+    max_retry_count: 1,
+    cap: Some(1),
+    parallelism: 1,
+    ..JobKind::new("platform_sync_scan", "PSYNCSCAN")
+};
+
+/// `platform_sync_scan`: [`submit_sync_jobs`] for the configured pairs, on the engine
+/// it is registered in (modelled on `cron::ReplayScanHandler`).
+pub struct SyncScanHandler {
+    engine: crate::jobs::cron::EngineSlot,
+    pairs: Vec<SyncPair>,
+}
+
+impl SyncScanHandler {
+    pub fn new(engine: crate::jobs::cron::EngineSlot, pairs: Vec<SyncPair>) -> Self {
+        SyncScanHandler { engine, pairs }
+    }
+}
+
+#[async_trait]
+impl JobHandler for SyncScanHandler {
+    async fn run(&self, _job: &ClaimedJob) -> Result<RoundReport, JobFailure> {
+        let engine = self
+            .engine
+            .get()
+            .and_then(crate::jobs::engine::WeakEngine::upgrade)
+            .ok_or_else(|| JobFailure::new("the job engine is shutting down"))?;
+        let codes = submit_sync_jobs(&engine, &self.pairs)
+            .await
+            .map_err(|e| JobFailure::new(e.to_string()))?;
+        Ok(RoundReport {
+            summary: json!({"pairs": self.pairs.len(), "submitted": codes.len()}),
+            // Its business is the submits, all done; the pulls are the sync jobs' own
+            // rounds (level 3 is theirs).
+            business_done: true,
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
     #[error("platform sync configuration: {0}")]

@@ -1037,13 +1037,23 @@ impl JobHandler for HeartbeatHandler {
     }
 }
 
-/// The schedules every `serve` runs.
+/// The schedules every `serve` runs: the failed-callback replay scan every 2 min and
+/// commission settlement every 5 min (R-COM-2; `serve --settlement-every` may change
+/// or turn off the latter, see `server::cron_scheduler`).
 pub fn builtin_schedules() -> Result<Vec<CronSchedule>, CronError> {
-    Ok(vec![CronSchedule::new(
-        CALLBACK_REPLAY_SCAN_SCHEDULE,
-        CALLBACK_REPLAY_SCAN_EVERY,
-        &CALLBACK_REPLAY_SCAN,
-    )?])
+    use crate::affiliate::settlement;
+    Ok(vec![
+        CronSchedule::new(
+            CALLBACK_REPLAY_SCAN_SCHEDULE,
+            CALLBACK_REPLAY_SCAN_EVERY,
+            &CALLBACK_REPLAY_SCAN,
+        )?,
+        CronSchedule::new(
+            settlement::SETTLEMENT_SCHEDULE,
+            settlement::SETTLEMENT_EVERY,
+            &settlement::COMMISSION_SETTLEMENT,
+        )?,
+    ])
 }
 
 #[cfg(test)]
