@@ -230,7 +230,13 @@ impl Drop for Server {
 impl Server {
     pub async fn start(db: &TestDb) -> Server {
         let key_dir = tempfile::tempdir().expect("key dir");
-        let started = factledger::server::start(&db.url, "ID", key_dir.path())
+        // Settlement stays off: a firing on a 5-minute boundary would release
+        // commissions a test expects to release itself.
+        let options = factledger::server::ServeOptions {
+            settlement_cron: factledger::server::SettlementCron::Off,
+            ..Default::default()
+        };
+        let started = factledger::server::start_with(&db.url, "ID", key_dir.path(), options)
             .await
             .expect("server starts");
         let admin = started.admin_key.expect("first start creates an admin key");
