@@ -259,47 +259,103 @@ pub async fn load<A: Decide + Clone>(
     store: &DynStore,
     aggregate_id: &str,
 ) -> Result<Loaded<A>, BusError<A::Error>> {
+    let snapshot = store
+        .load_snapshot(A::TYPE, aggregate_id)
+        .await
+        .map_err(BusError::Store)?;
+    let mut loaded = from_snapshot::<A>(snapshot.as_ref());
+    loop {
+        let page = store
+            .read_stream(A::TYPE, aggregate_id, loaded.version + 1, READ_LIMIT_MAX)
+            .await
+            .map_err(BusError::Store)?;
+        if page.is_empty() {
+            return Ok(loaded);
+        }
+        fold(&mut loaded, &page)?;
+    }
+}
+
+/// Load many aggregates of one type at once (`EventStore::load_streams`: two round
+/// trips on MariaDB). A stream whose snapshot is unusable, or whose events do not
+/// continue it (a snapshot written between the two reads), is loaded alone with
+/// [`load`]. Every id asked for is in the answer (a stream never written is the
+/// default state at version 0).
+pub async fn load_many<A: Decide + Clone>(
+    store: &DynStore,
+    aggregate_ids: &[String],
+) -> Result<HashMap<String, Loaded<A>>, BusError<A::Error>> {
+    let tails = store
+        .load_streams(A::TYPE, aggregate_ids)
+        .await
+        .map_err(BusError::Store)?;
+    let mut out: HashMap<String, Loaded<A>> = HashMap::with_capacity(aggregate_ids.len());
+    for tail in tails {
+        let mut loaded = from_snapshot::<A>(tail.snapshot.as_ref());
+        let continues = tail.snapshot.as_ref().map_or(0, |s| s.stream_version) == loaded.version
+            && tail
+                .events
+                .iter()
+                .zip(loaded.version + 1..)
+                .all(|(e, want)| e.sequence == want);
+        let loaded = if continues {
+            fold(&mut loaded, &tail.events)?;
+            loaded
+        } else {
+            load::<A>(store, &tail.aggregate_id).await?
+        };
+        out.insert(tail.aggregate_id, loaded);
+    }
+    for id in aggregate_ids {
+        if !out.contains_key(id) {
+            out.insert(id.clone(), from_snapshot::<A>(None));
+        }
+    }
+    Ok(out)
+}
+
+/// The state a usable snapshot holds, else the empty stream.
+fn from_snapshot<A: Decide + Clone>(snapshot: Option<&crate::store::StoredSnapshot>) -> Loaded<A> {
     let mut loaded = Loaded {
         state: A::default(),
         version: 0,
         last_hash: GENESIS_HASH.to_owned(),
         events_since_snapshot: 0,
     };
-    let snapshot = store
-        .load_snapshot(A::TYPE, aggregate_id)
-        .await
-        .map_err(BusError::Store)?;
     if let Some(s) = snapshot.filter(|s| s.snapshot_version == A::SNAPSHOT_VERSION) {
         if let Ok(state) = serde_json::from_str::<A>(&s.state) {
             loaded.state = state;
             loaded.version = s.stream_version;
-            loaded.last_hash = s.last_hash;
+            loaded.last_hash = s.last_hash.clone();
         }
     }
-    loop {
-        let page = store
-            .read_stream(A::TYPE, aggregate_id, loaded.version + 1, READ_LIMIT_MAX)
-            .await
-            .map_err(BusError::Store)?;
-        let Some(last) = page.last() else {
-            return Ok(loaded);
-        };
-        let (last_sequence, last_hash) = (last.sequence, last.hash.clone());
-        for stored in page {
-            let (_, payload) = stored.current_payload().map_err(BusError::Store)?;
-            let event: A::Event = serde_json::from_value(payload).map_err(|e| {
-                BusError::Store(StoreError::Corrupt(format!(
-                    "event {} does not decode: {e}",
-                    stored.global_position
-                )))
-            })?;
-            loaded.state.check(&event)?;
-            loaded.state.apply(event);
-            loaded.events_since_snapshot += 1;
-        }
-        loaded.version = last_sequence;
-        loaded.last_hash = last_hash;
+    loaded
+}
+
+/// Check and apply stored events (the next ones of the stream, in order).
+fn fold<A: Decide + Clone>(
+    loaded: &mut Loaded<A>,
+    events: &[crate::store::StoredEvent],
+) -> Result<(), BusError<A::Error>> {
+    let Some(last) = events.last() else {
+        return Ok(());
+    };
+    let (last_sequence, last_hash) = (last.sequence, last.hash.clone());
+    for stored in events {
+        let (_, payload) = stored.current_payload().map_err(BusError::Store)?;
+        let event: A::Event = serde_json::from_value(payload).map_err(|e| {
+            BusError::Store(StoreError::Corrupt(format!(
+                "event {} does not decode: {e}",
+                stored.global_position
+            )))
+        })?;
+        loaded.state.check(&event)?;
+        loaded.state.apply(event);
+        loaded.events_since_snapshot += 1;
     }
+    loaded.version = last_sequence;
+    loaded.last_hash = last_hash;
+    Ok(())
 }
 
 async fn writer_loop<A>(inner: Arc<Inner<A>>, mut rx: mpsc::Receiver<Pending<A>>)
@@ -597,10 +653,18 @@ pub(crate) fn seal_decided<A>(
 where
     A: Decide + Clone,
 {
-    let mut scratch = loaded.state.clone();
+    // One event that writes no snapshot (the usual case) is checked on the state
+    // itself and applied only once everything else succeeded: no copy of a large
+    // state (a campaign's reservations) per decision. Otherwise a scratch copy.
+    let in_place = events.len() == 1
+        && loaded.events_since_snapshot + 1 < SNAPSHOT_EVERY_EVENTS;
+    let mut scratch = (!in_place).then(|| loaded.state.clone());
     let mut unit_refs = Vec::new();
     for (i, e) in events.iter().enumerate() {
-        scratch.check(e)?;
+        match &mut scratch {
+            Some(scratch) => scratch.check(e)?,
+            None => loaded.state.check(e)?,
+        }
         if let Some(r) = A::ledger_ref(e) {
             if refs.contains(&r) || unit_refs.iter().any(|(_, x)| x == &r) {
                 return Err(BusError::DuplicateLedgerRef(format!(
@@ -610,7 +674,9 @@ where
             }
             unit_refs.push((i, r));
         }
-        scratch.apply(e.clone());
+        if let Some(scratch) = &mut scratch {
+            scratch.apply(e.clone());
+        }
     }
     let expected_version = loaded.version;
     // Stored with microsecond precision: truncate now so a replayed response (read
@@ -666,8 +732,8 @@ where
     let new_version = expected_version + events.len() as i64;
     let mut since = loaded.events_since_snapshot + events.len() as i64;
     let mut snapshot = None;
-    if since >= SNAPSHOT_EVERY_EVENTS {
-        let state = serde_json::to_string(&scratch)
+    if let (true, Some(scratch)) = (since >= SNAPSHOT_EVERY_EVENTS, &scratch) {
+        let state = serde_json::to_string(scratch)
             .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
         snapshot = Some(SnapshotRow {
             aggregate_type: A::TYPE.to_owned(),
@@ -689,7 +755,14 @@ where
         expected_hash: loaded.last_hash.clone(),
         events: sealed,
     };
-    loaded.state = scratch;
+    match scratch {
+        Some(scratch) => loaded.state = scratch,
+        None => {
+            for e in events {
+                loaded.state.apply(e.clone());
+            }
+        }
+    }
     loaded.version = new_version;
     loaded.last_hash = prev;
     loaded.events_since_snapshot = since;
