@@ -39,7 +39,8 @@ pub const CONFLICT_RETRIES_MAX: u32 = 10;
 /// Upper bound of the random pause before a re-decision (doubles per attempt from
 /// 1 ms), so two processes colliding on one stream fall out of step.
 pub const CONFLICT_BACKOFF_MS_MAX: u64 = 32;
-/// A snapshot is written with the events every this many events of a stream.
+/// A snapshot is written with the events every this many events of a stream (at the
+/// earliest: not before the events since the last one are as large as it).
 pub const SNAPSHOT_EVERY_EVENTS: i64 = 100;
 /// Streams kept in the in-memory cache; the cache is dropped when it grows past it.
 pub const CACHE_STREAMS_MAX: usize = 100_000;
@@ -109,6 +110,10 @@ pub struct Loaded<A> {
     pub version: i64,
     pub last_hash: String,
     pub events_since_snapshot: i64,
+    /// Size of the stream's last snapshot (0 without one).
+    pub snapshot_bytes: i64,
+    /// Payload bytes of the events since that snapshot.
+    pub bytes_since_snapshot: i64,
 }
 
 struct Pending<A: Decide> {
@@ -321,12 +326,15 @@ fn from_snapshot<A: Decide + Clone>(snapshot: Option<&crate::store::StoredSnapsh
         version: 0,
         last_hash: GENESIS_HASH.to_owned(),
         events_since_snapshot: 0,
+        snapshot_bytes: 0,
+        bytes_since_snapshot: 0,
     };
     if let Some(s) = snapshot.filter(|s| s.snapshot_version == A::SNAPSHOT_VERSION) {
         if let Ok(state) = serde_json::from_str::<A>(&s.state) {
             loaded.state = state;
             loaded.version = s.stream_version;
             loaded.last_hash = s.last_hash.clone();
+            loaded.snapshot_bytes = s.state.len() as i64;
         }
     }
     loaded
@@ -352,6 +360,7 @@ fn fold<A: Decide + Clone>(
         loaded.state.check(&event)?;
         loaded.state.apply(event);
         loaded.events_since_snapshot += 1;
+        loaded.bytes_since_snapshot += stored.payload.len() as i64;
     }
     loaded.version = last_sequence;
     loaded.last_hash = last_hash;
@@ -653,12 +662,10 @@ pub(crate) fn seal_decided<A>(
 where
     A: Decide + Clone,
 {
-    // One event that writes no snapshot (the usual case) is checked on the state
-    // itself and applied only once everything else succeeded: no copy of a large
-    // state (a campaign's reservations) per decision. Otherwise a scratch copy.
-    let in_place = events.len() == 1
-        && loaded.events_since_snapshot + 1 < SNAPSHOT_EVERY_EVENTS;
-    let mut scratch = (!in_place).then(|| loaded.state.clone());
+    // One event (the usual case) is checked on the state itself and applied only
+    // once everything else succeeded: no copy of a large state (a campaign's
+    // reservations) per decision. Several events are checked on a scratch copy.
+    let mut scratch = (events.len() > 1).then(|| loaded.state.clone());
     let mut unit_refs = Vec::new();
     for (i, e) in events.iter().enumerate() {
         match &mut scratch {
@@ -686,9 +693,12 @@ where
     let mut views = Vec::with_capacity(events.len());
     let mut outbox = Vec::new();
     let mut prev = loaded.last_hash.clone();
+    let mut payload_bytes = 0i64;
     for (i, e) in events.iter().enumerate() {
         let payload_value = serde_json::to_value(e)
             .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
+        let payload_text = payload_value.to_string();
+        payload_bytes += payload_text.len() as i64;
         let event = SealedEvent::seal(
             &prev,
             A::TYPE,
@@ -696,7 +706,7 @@ where
             expected_version + 1 + i as i64,
             cqrs_es::DomainEvent::event_type(e),
             cqrs_es::DomainEvent::event_version(e).parse().unwrap_or(1),
-            payload_value.to_string(),
+            payload_text.clone(),
             metadata,
             uuid::Uuid::new_v4(),
             now,
@@ -730,21 +740,6 @@ where
         sealed.push(event);
     }
     let new_version = expected_version + events.len() as i64;
-    let mut since = loaded.events_since_snapshot + events.len() as i64;
-    let mut snapshot = None;
-    if let (true, Some(scratch)) = (since >= SNAPSHOT_EVERY_EVENTS, &scratch) {
-        let state = serde_json::to_string(scratch)
-            .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
-        snapshot = Some(SnapshotRow {
-            aggregate_type: A::TYPE.to_owned(),
-            aggregate_id: aggregate_id.to_owned(),
-            snapshot_version: A::SNAPSHOT_VERSION,
-            stream_version: new_version,
-            last_hash: prev.clone(),
-            state,
-        });
-        since = 0;
-    }
     for (_, r) in &unit_refs {
         refs.insert(r.clone());
     }
@@ -763,8 +758,32 @@ where
             }
         }
     }
+    let mut since = loaded.events_since_snapshot + events.len() as i64;
+    let mut bytes = loaded.bytes_since_snapshot + payload_bytes;
+    let mut snapshot = None;
+    // A snapshot is due every SNAPSHOT_EVERY_EVENTS events, but not before the
+    // events since the last one are as large as it: a state that grows with its
+    // stream (a campaign's reservations) is then written about as often as its
+    // size doubles, not every 100 events (megabytes per 100 small events). A state
+    // that does not serialize is left without a snapshot (they are optional).
+    if since >= SNAPSHOT_EVERY_EVENTS && bytes >= loaded.snapshot_bytes {
+        if let Ok(state) = serde_json::to_string(&loaded.state) {
+            loaded.snapshot_bytes = state.len() as i64;
+            snapshot = Some(SnapshotRow {
+                aggregate_type: A::TYPE.to_owned(),
+                aggregate_id: aggregate_id.to_owned(),
+                snapshot_version: A::SNAPSHOT_VERSION,
+                stream_version: new_version,
+                last_hash: prev.clone(),
+                state,
+            });
+            since = 0;
+            bytes = 0;
+        }
+    }
     loaded.version = new_version;
     loaded.last_hash = prev;
+    loaded.bytes_since_snapshot = bytes;
     loaded.events_since_snapshot = since;
     Ok(SealedDecision {
         stream,

@@ -111,6 +111,18 @@ pub struct UnitBuilder {
 /// `(aggregate type, id)` of a stream.
 type Key = (String, String);
 
+/// One stream of a working set.
+struct Slot {
+    /// `Loaded<A>`, boxed by type; `None` while a unit has taken it.
+    state: Option<Box<dyn Any + Send>>,
+    /// The version the store had when the group read it.
+    base: i64,
+    /// The version of `state`.
+    current: i64,
+    /// Events of an accepted unit of the group are on it (not in the store yet).
+    written: bool,
+}
+
 /// The streams a group of units (one ingest page) decides on, in memory: each unit
 /// of the group sees the state the units before it left (decided, not yet in the
 /// store), so the group's units can be appended together in ONE transaction, each
@@ -122,14 +134,7 @@ type Key = (String, String);
 /// units one by one instead.
 #[derive(Default)]
 pub struct WorkingSet {
-    /// `Loaded<A>` of each stream, boxed by type.
-    streams: HashMap<Key, Box<dyn Any + Send>>,
-    /// The version each stream had in the store when the group read it.
-    base: HashMap<Key, i64>,
-    /// The version of each state in `streams`.
-    current: HashMap<Key, i64>,
-    /// Streams with events of an accepted unit of the group.
-    written: HashSet<Key>,
+    streams: HashMap<Key, Slot>,
 }
 
 /// Committed states kept from one group to the next (only of the aggregate types the
@@ -139,7 +144,7 @@ pub struct WorkingSet {
 /// failed group leaves nothing in it.
 #[derive(Default)]
 pub struct StreamCache {
-    streams: HashMap<Key, (Box<dyn Any + Send>, i64)>,
+    streams: HashMap<Key, Slot>,
 }
 
 impl StreamCache {
@@ -153,11 +158,15 @@ impl StreamCache {
 
     /// Keep the newer state of each stream.
     pub fn merge(&mut self, other: StreamCache) {
-        for (key, (state, version)) in other.streams {
+        if self.streams.is_empty() {
+            self.streams = other.streams;
+            return;
+        }
+        for (key, slot) in other.streams {
             match self.streams.get(&key) {
-                Some((_, have)) if *have > version => {}
+                Some(have) if have.current > slot.current => {}
                 _ => {
-                    self.streams.insert(key, (state, version));
+                    self.streams.insert(key, slot);
                 }
             }
         }
@@ -168,44 +177,44 @@ impl WorkingSet {
     /// Add a stream read from the store (a prefetch); one already known is kept.
     pub fn insert<A: Decide + Clone + 'static>(&mut self, aggregate_id: &str, loaded: Loaded<A>) {
         let key = (A::TYPE.to_owned(), aggregate_id.to_owned());
-        if self.streams.contains_key(&key) || self.written.contains(&key) {
+        if self.streams.contains_key(&key) {
             return;
         }
-        self.base.insert(key.clone(), loaded.version);
-        self.current.insert(key.clone(), loaded.version);
-        self.streams.insert(key, Box::new(loaded));
-    }
-
-    /// A working set that starts from committed states of earlier groups.
-    pub fn from_cache(cache: StreamCache) -> WorkingSet {
-        let mut set = WorkingSet::default();
-        for (key, (state, version)) in cache.streams {
-            set.base.insert(key.clone(), version);
-            set.current.insert(key.clone(), version);
-            set.streams.insert(key, state);
-        }
-        set
-    }
-
-    /// After the group committed: the states of the streams of these types (all
-    /// committed now), for the next group.
-    pub fn into_cache(mut self, types: &[&str]) -> StreamCache {
-        let mut cache = StreamCache::default();
-        for (key, state) in self.streams {
-            if !types.contains(&key.0.as_str()) {
-                continue;
-            }
-            if let Some(version) = self.current.remove(&key) {
-                cache.streams.insert(key, (state, version));
-            }
-        }
-        cache
+        self.streams.insert(
+            key,
+            Slot {
+                base: loaded.version,
+                current: loaded.version,
+                state: Some(Box::new(loaded)),
+                written: false,
+            },
+        );
     }
 
     /// Whether the group knows this stream already.
     pub fn contains(&self, aggregate_type: &str, aggregate_id: &str) -> bool {
         self.streams
             .contains_key(&(aggregate_type.to_owned(), aggregate_id.to_owned()))
+    }
+
+    /// A working set that starts from committed states of earlier groups (no copy).
+    pub fn from_cache(cache: StreamCache) -> WorkingSet {
+        WorkingSet {
+            streams: cache.streams,
+        }
+    }
+
+    /// After the group committed: the states of the streams of these types (all
+    /// committed now), for the next group.
+    pub fn into_cache(mut self, types: &[&str]) -> StreamCache {
+        self.streams.retain(|key, slot| {
+            slot.base = slot.current;
+            slot.written = false;
+            slot.state.is_some() && types.contains(&key.0.as_str())
+        });
+        StreamCache {
+            streams: self.streams,
+        }
     }
 }
 
@@ -251,31 +260,37 @@ impl UnitBuilder {
     /// set lost a stream the group wrote (the caller must drop the group's
     /// decisions). `None` too for a unit outside a group.
     pub fn leave_group(&mut self, accepted: bool) -> Option<WorkingSet> {
-        let GroupUse { mut set, taken } = self.group.take()?.into_inner().unwrap_or_else(|p| p.into_inner());
-        let parts: Vec<Key> = self
-            .parts
-            .iter()
-            .map(|p| (p.stream.aggregate_type.clone(), p.stream.aggregate_id.clone()))
-            .collect();
+        let GroupUse { mut set, taken } = self
+            .group
+            .take()?
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner());
         for key in &taken {
             // Taken out and never put back: its state is gone; fine only if the
             // store still has all of it.
-            if set.written.contains(key) || (accepted && parts.contains(key)) {
+            let written = set.streams.get(key).is_some_and(|s| s.written);
+            let touched = self
+                .parts
+                .iter()
+                .any(|p| p.stream.aggregate_type == key.0 && p.stream.aggregate_id == key.1);
+            if written || (accepted && touched) {
                 return None;
             }
             set.streams.remove(key);
-            set.base.remove(key);
-            set.current.remove(key);
         }
-        for key in parts {
-            if accepted {
-                set.written.insert(key);
-            } else if set.written.contains(&key) {
-                return None;
-            } else {
-                set.streams.remove(&key);
-                set.base.remove(&key);
-                set.current.remove(&key);
+        for p in &self.parts {
+            let key = (
+                p.stream.aggregate_type.clone(),
+                p.stream.aggregate_id.clone(),
+            );
+            match set.streams.get_mut(&key) {
+                Some(slot) if accepted => slot.written = true,
+                Some(slot) if slot.written => return None,
+                Some(_) => {
+                    set.streams.remove(&key);
+                }
+                // Taken and not put back: handled above.
+                None => {}
             }
         }
         Some(set)
@@ -287,8 +302,8 @@ impl UnitBuilder {
         self.loads.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// In a group: the stream's state in the working set (a copy), read from the
-    /// store on first use. `None` outside a group or when it is not there yet.
+    /// In a group: the stream's state in the working set (taken out, or a copy),
+    /// `None` outside a group or when the set does not hold it yet.
     fn from_group<A: Decide + Clone + 'static, E: std::error::Error>(
         &self,
         aggregate_id: &str,
@@ -305,38 +320,39 @@ impl UnitBuilder {
                 A::TYPE
             )));
         }
-        let base = group.set.base.get(&key).copied();
-        let found = if take {
-            match group.set.streams.remove(&key) {
-                Some(b) => Some(*b.downcast::<Loaded<A>>().map_err(|_| {
-                    UnitError::Invariant(format!("{} {aggregate_id}: wrong type", A::TYPE))
-                })?),
-                None => None,
+        let wrong = || UnitError::Invariant(format!("{} {aggregate_id}: wrong type", A::TYPE));
+        let found = match group.set.streams.get_mut(&key) {
+            Some(slot) => {
+                let base = slot.base;
+                let state: Option<Result<Loaded<A>, ()>> = if take {
+                    slot.state
+                        .take()
+                        .map(|b| b.downcast::<Loaded<A>>().map(|l| *l).map_err(|_| ()))
+                } else {
+                    slot.state
+                        .as_ref()
+                        .map(|b| b.downcast_ref::<Loaded<A>>().cloned().ok_or(()))
+                };
+                match state {
+                    Some(Ok(l)) => Some((l, base)),
+                    Some(Err(_)) => return Err(wrong()),
+                    None => None,
+                }
             }
-        } else {
-            match group.set.streams.get(&key) {
-                Some(b) => Some(
-                    b.downcast_ref::<Loaded<A>>()
-                        .ok_or_else(|| {
-                            UnitError::Invariant(format!("{} {aggregate_id}: wrong type", A::TYPE))
-                        })?
-                        .clone(),
-                ),
-                None => None,
-            }
+            None => None,
         };
         if take {
             group.taken.insert(key);
         }
         drop(group);
-        if let (Some(_), Some(version)) = (&found, base) {
+        Ok(found.map(|(loaded, base)| {
             self.loads.lock().unwrap_or_else(|p| p.into_inner()).push((
                 A::TYPE,
                 aggregate_id.to_owned(),
-                version,
+                base,
             ));
-        }
-        Ok(found)
+            loaded
+        }))
     }
 
     /// Take a stream out of the group's working set to decide on (no copy); put it
@@ -351,10 +367,16 @@ impl UnitBuilder {
         let loaded = self.load_store::<A, E>(aggregate_id).await?;
         if let Some(group) = &self.group {
             let mut group = group.lock().unwrap_or_else(|p| p.into_inner());
-            group
-                .set
-                .base
-                .insert((A::TYPE.to_owned(), aggregate_id.to_owned()), loaded.version);
+            // Held by the unit until put back.
+            group.set.streams.insert(
+                (A::TYPE.to_owned(), aggregate_id.to_owned()),
+                Slot {
+                    state: None,
+                    base: loaded.version,
+                    current: loaded.version,
+                    written: false,
+                },
+            );
         }
         Ok(loaded)
     }
@@ -365,8 +387,24 @@ impl UnitBuilder {
             let mut group = group.lock().unwrap_or_else(|p| p.into_inner());
             let key = (A::TYPE.to_owned(), aggregate_id.to_owned());
             group.taken.remove(&key);
-            group.set.current.insert(key.clone(), loaded.version);
-            group.set.streams.insert(key, Box::new(loaded));
+            let current = loaded.version;
+            match group.set.streams.get_mut(&key) {
+                Some(slot) => {
+                    slot.current = current;
+                    slot.state = Some(Box::new(loaded));
+                }
+                None => {
+                    group.set.streams.insert(
+                        key,
+                        Slot {
+                            state: Some(Box::new(loaded)),
+                            base: current,
+                            current,
+                            written: false,
+                        },
+                    );
+                }
+            }
         }
     }
 

@@ -555,9 +555,14 @@ both_backends!(
             json!({"type": "CreditPending", "ref_type": "COMMISSION",
                 "ref_id": "SHOPEE:o-2:CASHBACK", "amount_minor": 1}),
         ] {
-            run_command::<Wallet>(&db.store, &m, "u-9:IDR", serde_json::from_value(command).unwrap())
-                .await
-                .unwrap();
+            run_command::<Wallet>(
+                &db.store,
+                &m,
+                "u-9:IDR",
+                serde_json::from_value(command).unwrap(),
+            )
+            .await
+            .unwrap();
         }
         let results = ingestor(&db)
             .ingest_page(
@@ -585,7 +590,9 @@ both_backends!(
         assert!(results[0].position.is_some() && results[2].position.is_some());
         assert!(results[1].position.is_none());
         // Nothing of o-2; o-1 and o-3 each with all of their unit.
-        assert!(events(&db, "affiliate_order", "SHOPEE:o-2").await.is_empty());
+        assert!(events(&db, "affiliate_order", "SHOPEE:o-2")
+            .await
+            .is_empty());
         assert!(events(&db, "commission", "SHOPEE:o-2:INVITER_REWARD")
             .await
             .is_empty());

@@ -31,8 +31,8 @@
 //! field), and nothing of it is written; the other orders of the page go on.
 
 use super::{IngestError, IngestResult, OrderIngestor, INGEST_PAGE_ORDERS_MAX};
-use crate::store::{DynStore, Fence, Metadata, StoreError};
 use crate::bus::{load_many, Loaded};
+use crate::store::{DynStore, Fence, Metadata, StoreError};
 use crate::unit::{
     moved_since, run_unit, StreamCache, UnitBuilder, UnitError, UnitOutcome, WorkingSet,
     UNIT_CONFLICT_BACKOFF_MS_MAX, UNIT_CONFLICT_RETRIES_MAX,
@@ -191,7 +191,8 @@ impl Ingestor {
     /// from one unit to the next) and append all their units in ONE transaction.
     async fn ingest_group(&self, orders: &[NormalisedOrder], fence: Option<Fence>) -> Group {
         let cached = std::mem::take(&mut *self.cache.lock().unwrap_or_else(|p| p.into_inner()));
-        let Ok(mut set) = prefetch(&self.store, orders, WorkingSet::from_cache(cached)).await else {
+        let Ok(mut set) = prefetch(&self.store, orders, WorkingSet::from_cache(cached)).await
+        else {
             return Group::OneByOne;
         };
         let mut results = Vec::with_capacity(orders.len());
@@ -306,8 +307,9 @@ async fn prefetch(
     orders: &[NormalisedOrder],
     mut set: WorkingSet,
 ) -> Result<WorkingSet, StoreError> {
-    let order_id =
-        |o: &NormalisedOrder| factledger_aggregates::affiliate::order_stream_id(o.platform, &o.platform_order_id);
+    let order_id = |o: &NormalisedOrder| {
+        factledger_aggregates::affiliate::order_stream_id(o.platform, &o.platform_order_id)
+    };
     let order_ids = distinct(orders.iter().map(order_id));
     let known = load_many::<AffiliateOrder>(store, &order_ids)
         .await
@@ -334,7 +336,11 @@ async fn prefetch(
     {
         set.insert(&id, l);
     }
-    let link_ids = distinct(orders.iter().filter_map(|o| o.attribution.as_ref().map(link_stream_id)));
+    let link_ids = distinct(
+        orders
+            .iter()
+            .filter_map(|o| o.attribution.as_ref().map(link_stream_id)),
+    );
     let links = load_many::<AffiliateLink>(store, &link_ids)
         .await
         .map_err(bus_store_error)?;
@@ -361,9 +367,10 @@ async fn prefetch(
             }
         }
     }
-    let invites = load_many::<InviteRelation>(store, &distinct(owners.iter().map(|(u, _)| u.clone())))
-        .await
-        .map_err(bus_store_error)?;
+    let invites =
+        load_many::<InviteRelation>(store, &distinct(owners.iter().map(|(u, _)| u.clone())))
+            .await
+            .map_err(bus_store_error)?;
     for (user, currency) in &owners {
         wallets.push(wallet_id(user, *currency));
         if let Some(inviter) = invites.get(user).and_then(|i| i.state.inviter()) {
@@ -404,30 +411,30 @@ fn page_result(
         field: None,
         position: None,
     };
-        match outcome {
-            Ok(done) => Ok(IngestResult {
-                position: (done.position > 0).then_some(done.position),
-                ..result(done.value.as_str())
-            }),
-            Err(UnitError::Refused(refusal)) => Ok(IngestResult {
-                code: Some(refusal.code().to_owned()),
-                reason: Some(refusal.to_string()),
-                field: refusal.field().map(str::to_owned),
-                ..result("rejected")
-            }),
-            Err(UnitError::Store(StoreError::Fenced { .. })) => Err(IngestError::Fenced(format!(
-                "order {platform}:{platform_order_id}"
-            ))),
-            Err(UnitError::Store(e)) => Err(IngestError::Store(e)),
-            // A ledger key taken by another unit, events that contradict their
-            // aggregate, a stream that kept changing: this order is refused with
-            // the reason; nothing of it was written.
-            Err(other) => Ok(IngestResult {
-                code: Some(unit_error_code(&other).to_owned()),
-                reason: Some(other.to_string()),
-                ..result("rejected")
-            }),
-        }
+    match outcome {
+        Ok(done) => Ok(IngestResult {
+            position: (done.position > 0).then_some(done.position),
+            ..result(done.value.as_str())
+        }),
+        Err(UnitError::Refused(refusal)) => Ok(IngestResult {
+            code: Some(refusal.code().to_owned()),
+            reason: Some(refusal.to_string()),
+            field: refusal.field().map(str::to_owned),
+            ..result("rejected")
+        }),
+        Err(UnitError::Store(StoreError::Fenced { .. })) => Err(IngestError::Fenced(format!(
+            "order {platform}:{platform_order_id}"
+        ))),
+        Err(UnitError::Store(e)) => Err(IngestError::Store(e)),
+        // A ledger key taken by another unit, events that contradict their
+        // aggregate, a stream that kept changing: this order is refused with
+        // the reason; nothing of it was written.
+        Err(other) => Ok(IngestResult {
+            code: Some(unit_error_code(&other).to_owned()),
+            reason: Some(other.to_string()),
+            ..result("rejected")
+        }),
+    }
 }
 
 fn unit_error_code(e: &UnitError<Refusal>) -> &'static str {

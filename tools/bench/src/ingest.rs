@@ -49,7 +49,10 @@ pub struct Options {
 }
 
 pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
-    anyhow::ensure!(o.users >= 2, "--users: at least 2 (an owner and an inviter)");
+    anyhow::ensure!(
+        o.users >= 2,
+        "--users: at least 2 (an owner and an inviter)"
+    );
     let store = super::fresh_store(url).await?;
     let t = Instant::now();
     seed(&store, o).await?;
@@ -161,6 +164,8 @@ fn fresh<A: Decide>() -> Loaded<A> {
         version: 0,
         last_hash: GENESIS_HASH.to_owned(),
         events_since_snapshot: 0,
+        snapshot_bytes: 0,
+        bytes_since_snapshot: 0,
     }
 }
 
@@ -203,9 +208,11 @@ async fn seed(store: &DynStore, o: &Options) -> anyhow::Result<()> {
                 "attribution": {"kind": "TRACKING_ID", "value": format!("t-{i}")},
                 "user_id": user(i), "actor": "bench", "registered_at": "2026-01-01T00:00:00Z"}))?,
         )
-        .map_err(|e: factledger::unit::UnitError<factledger_aggregates::affiliate_link::LinkError>| {
-            anyhow::anyhow!("link {i}: {e}")
-        })?;
+        .map_err(
+            |e: factledger::unit::UnitError<factledger_aggregates::affiliate_link::LinkError>| {
+                anyhow::anyhow!("link {i}: {e}")
+            },
+        )?;
         unit.decide::<InviteRelation, _>(
             &mut fresh(),
             &user(i),
@@ -213,9 +220,11 @@ async fn seed(store: &DynStore, o: &Options) -> anyhow::Result<()> {
                 "inviter_user_id": user((i + 1) % o.users), "actor": "bench",
                 "set_at": "2026-01-01T00:00:00Z"}))?,
         )
-        .map_err(|e: factledger::unit::UnitError<factledger_aggregates::invite::InviteError>| {
-            anyhow::anyhow!("invite {i}: {e}")
-        })?;
+        .map_err(
+            |e: factledger::unit::UnitError<factledger_aggregates::invite::InviteError>| {
+                anyhow::anyhow!("invite {i}: {e}")
+            },
+        )?;
         units.push(unit.finish().0);
         if units.len() >= SEED_UNITS {
             store.append(&std::mem::take(&mut units)).await?;
@@ -233,7 +242,9 @@ async fn verify(store: &DynStore, done: u64, users: u64) -> anyhow::Result<u64> 
     let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut after = 0;
     loop {
-        let page = store.read_all(after, factledger::store::READ_LIMIT_MAX).await?;
+        let page = store
+            .read_all(after, factledger::store::READ_LIMIT_MAX)
+            .await?;
         let Some(last) = page.last() else { break };
         after = last.global_position;
         for e in page {
@@ -261,7 +272,11 @@ async fn verify(store: &DynStore, done: u64, users: u64) -> anyhow::Result<u64> 
         ("wallet", "PendingCredited", 2 * done),
     ];
     for (t, e, want) in expected {
-        anyhow::ensure!(count(t, e) == want, "{t} {e}: {} events, want {want}", count(t, e));
+        anyhow::ensure!(
+            count(t, e) == want,
+            "{t} {e}: {} events, want {want}",
+            count(t, e)
+        );
     }
     let ingest_events: u64 = expected.iter().map(|(_, _, n)| n).sum();
     // Σ commission amounts = Σ wallet pending = what the orders yield.

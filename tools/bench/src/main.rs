@@ -64,7 +64,10 @@ enum Cmd {
     /// Orders ingested per second in pages of 100 (issue 5, item 8): every order
     /// attributed, with cashback, inviter reward and a campaign reservation.
     Ingest {
-        #[arg(long, default_value = "mysql://root@127.0.0.1:3306/factledger_bench_ingest")]
+        #[arg(
+            long,
+            default_value = "mysql://root@127.0.0.1:3306/factledger_bench_ingest"
+        )]
         database_url: String,
         #[arg(long, default_value_t = 50_000)]
         orders: u64,
