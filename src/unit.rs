@@ -304,7 +304,7 @@ impl UnitBuilder {
 
     /// In a group: the stream's state in the working set (taken out, or a copy),
     /// `None` outside a group or when the set does not hold it yet.
-    fn from_group<A: Decide + Clone + 'static, E: std::error::Error>(
+    fn group_state<A: Decide + Clone + 'static, E: std::error::Error>(
         &self,
         aggregate_id: &str,
         take: bool,
@@ -361,7 +361,7 @@ impl UnitBuilder {
         &self,
         aggregate_id: &str,
     ) -> Result<Loaded<A>, UnitError<E>> {
-        if let Some(found) = self.from_group::<A, E>(aggregate_id, true)? {
+        if let Some(found) = self.group_state::<A, E>(aggregate_id, true)? {
             return Ok(found);
         }
         let loaded = self.load_store::<A, E>(aggregate_id).await?;
@@ -422,7 +422,7 @@ impl UnitBuilder {
         &self,
         aggregate_id: &str,
     ) -> Result<Loaded<A>, UnitError<E>> {
-        if let Some(found) = self.from_group::<A, E>(aggregate_id, false)? {
+        if let Some(found) = self.group_state::<A, E>(aggregate_id, false)? {
             return Ok(found);
         }
         let loaded = self.load_store::<A, E>(aggregate_id).await?;

@@ -134,6 +134,11 @@ pub struct Ingestor {
     /// [`StreamCache`]): every page writes its campaigns, and re-reading a campaign's
     /// snapshot (all its reservations) per page would dominate.
     cache: std::sync::Arc<std::sync::Mutex<StreamCache>>,
+    /// One page's group at a time per ingestor (and its clones): pages of one
+    /// platform × country all write its campaign, so two groups at once would only
+    /// conflict on it and retry; queued, each decides on the state the previous one
+    /// committed (as the bus's single writer per aggregate type does).
+    group_turn: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The aggregate types a page's working set keeps for the next page: streams every
@@ -151,6 +156,7 @@ impl Ingestor {
             metadata,
             fail_after_streams: None,
             cache: Default::default(),
+            group_turn: Default::default(),
         }
     }
 
@@ -462,7 +468,11 @@ impl OrderIngestor for Ingestor {
             let mut attempts = 0u32;
             loop {
                 attempts += 1;
-                match self.ingest_group(&orders, fence).await {
+                let group = {
+                    let _turn = self.group_turn.lock().await;
+                    self.ingest_group(&orders, fence).await
+                };
+                match group {
                     Group::Done(results) => return Ok(results),
                     Group::Conflict if attempts < UNIT_CONFLICT_RETRIES_MAX => {
                         let ceiling_ms =
