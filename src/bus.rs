@@ -39,7 +39,8 @@ pub const CONFLICT_RETRIES_MAX: u32 = 10;
 /// Upper bound of the random pause before a re-decision (doubles per attempt from
 /// 1 ms), so two processes colliding on one stream fall out of step.
 pub const CONFLICT_BACKOFF_MS_MAX: u64 = 32;
-/// A snapshot is written with the events every this many events of a stream.
+/// A snapshot is written with the events every this many events of a stream (at the
+/// earliest: not before the events since the last one are as large as it).
 pub const SNAPSHOT_EVERY_EVENTS: i64 = 100;
 /// Streams kept in the in-memory cache; the cache is dropped when it grows past it.
 pub const CACHE_STREAMS_MAX: usize = 100_000;
@@ -109,6 +110,10 @@ pub struct Loaded<A> {
     pub version: i64,
     pub last_hash: String,
     pub events_since_snapshot: i64,
+    /// Size of the stream's last snapshot (0 without one).
+    pub snapshot_bytes: i64,
+    /// Payload bytes of the events since that snapshot.
+    pub bytes_since_snapshot: i64,
 }
 
 struct Pending<A: Decide> {
@@ -259,47 +264,107 @@ pub async fn load<A: Decide + Clone>(
     store: &DynStore,
     aggregate_id: &str,
 ) -> Result<Loaded<A>, BusError<A::Error>> {
-    let mut loaded = Loaded {
-        state: A::default(),
-        version: 0,
-        last_hash: GENESIS_HASH.to_owned(),
-        events_since_snapshot: 0,
-    };
     let snapshot = store
         .load_snapshot(A::TYPE, aggregate_id)
         .await
         .map_err(BusError::Store)?;
-    if let Some(s) = snapshot.filter(|s| s.snapshot_version == A::SNAPSHOT_VERSION) {
-        if let Ok(state) = serde_json::from_str::<A>(&s.state) {
-            loaded.state = state;
-            loaded.version = s.stream_version;
-            loaded.last_hash = s.last_hash;
-        }
-    }
+    let mut loaded = from_snapshot::<A>(snapshot.as_ref());
     loop {
         let page = store
             .read_stream(A::TYPE, aggregate_id, loaded.version + 1, READ_LIMIT_MAX)
             .await
             .map_err(BusError::Store)?;
-        let Some(last) = page.last() else {
+        if page.is_empty() {
             return Ok(loaded);
-        };
-        let (last_sequence, last_hash) = (last.sequence, last.hash.clone());
-        for stored in page {
-            let (_, payload) = stored.current_payload().map_err(BusError::Store)?;
-            let event: A::Event = serde_json::from_value(payload).map_err(|e| {
-                BusError::Store(StoreError::Corrupt(format!(
-                    "event {} does not decode: {e}",
-                    stored.global_position
-                )))
-            })?;
-            loaded.state.check(&event)?;
-            loaded.state.apply(event);
-            loaded.events_since_snapshot += 1;
         }
-        loaded.version = last_sequence;
-        loaded.last_hash = last_hash;
+        fold(&mut loaded, &page)?;
     }
+}
+
+/// Load many aggregates of one type at once (`EventStore::load_streams`: two round
+/// trips on MariaDB). A stream whose snapshot is unusable, or whose events do not
+/// continue it (a snapshot written between the two reads), is loaded alone with
+/// [`load`]. Every id asked for is in the answer (a stream never written is the
+/// default state at version 0).
+pub async fn load_many<A: Decide + Clone>(
+    store: &DynStore,
+    aggregate_ids: &[String],
+) -> Result<HashMap<String, Loaded<A>>, BusError<A::Error>> {
+    let tails = store
+        .load_streams(A::TYPE, aggregate_ids)
+        .await
+        .map_err(BusError::Store)?;
+    let mut out: HashMap<String, Loaded<A>> = HashMap::with_capacity(aggregate_ids.len());
+    for tail in tails {
+        let mut loaded = from_snapshot::<A>(tail.snapshot.as_ref());
+        let continues = tail.snapshot.as_ref().map_or(0, |s| s.stream_version) == loaded.version
+            && tail
+                .events
+                .iter()
+                .zip(loaded.version + 1..)
+                .all(|(e, want)| e.sequence == want);
+        let loaded = if continues {
+            fold(&mut loaded, &tail.events)?;
+            loaded
+        } else {
+            load::<A>(store, &tail.aggregate_id).await?
+        };
+        out.insert(tail.aggregate_id, loaded);
+    }
+    for id in aggregate_ids {
+        if !out.contains_key(id) {
+            out.insert(id.clone(), from_snapshot::<A>(None));
+        }
+    }
+    Ok(out)
+}
+
+/// The state a usable snapshot holds, else the empty stream.
+fn from_snapshot<A: Decide + Clone>(snapshot: Option<&crate::store::StoredSnapshot>) -> Loaded<A> {
+    let mut loaded = Loaded {
+        state: A::default(),
+        version: 0,
+        last_hash: GENESIS_HASH.to_owned(),
+        events_since_snapshot: 0,
+        snapshot_bytes: 0,
+        bytes_since_snapshot: 0,
+    };
+    if let Some(s) = snapshot.filter(|s| s.snapshot_version == A::SNAPSHOT_VERSION) {
+        if let Ok(state) = serde_json::from_str::<A>(&s.state) {
+            loaded.state = state;
+            loaded.version = s.stream_version;
+            loaded.last_hash = s.last_hash.clone();
+            loaded.snapshot_bytes = s.state.len() as i64;
+        }
+    }
+    loaded
+}
+
+/// Check and apply stored events (the next ones of the stream, in order).
+fn fold<A: Decide + Clone>(
+    loaded: &mut Loaded<A>,
+    events: &[crate::store::StoredEvent],
+) -> Result<(), BusError<A::Error>> {
+    let Some(last) = events.last() else {
+        return Ok(());
+    };
+    let (last_sequence, last_hash) = (last.sequence, last.hash.clone());
+    for stored in events {
+        let (_, payload) = stored.current_payload().map_err(BusError::Store)?;
+        let event: A::Event = serde_json::from_value(payload).map_err(|e| {
+            BusError::Store(StoreError::Corrupt(format!(
+                "event {} does not decode: {e}",
+                stored.global_position
+            )))
+        })?;
+        loaded.state.check(&event)?;
+        loaded.state.apply(event);
+        loaded.events_since_snapshot += 1;
+        loaded.bytes_since_snapshot += stored.payload.len() as i64;
+    }
+    loaded.version = last_sequence;
+    loaded.last_hash = last_hash;
+    Ok(())
 }
 
 async fn writer_loop<A>(inner: Arc<Inner<A>>, mut rx: mpsc::Receiver<Pending<A>>)
@@ -597,10 +662,16 @@ pub(crate) fn seal_decided<A>(
 where
     A: Decide + Clone,
 {
-    let mut scratch = loaded.state.clone();
+    // One event (the usual case) is checked on the state itself and applied only
+    // once everything else succeeded: no copy of a large state (a campaign's
+    // reservations) per decision. Several events are checked on a scratch copy.
+    let mut scratch = (events.len() > 1).then(|| loaded.state.clone());
     let mut unit_refs = Vec::new();
     for (i, e) in events.iter().enumerate() {
-        scratch.check(e)?;
+        match &mut scratch {
+            Some(scratch) => scratch.check(e)?,
+            None => loaded.state.check(e)?,
+        }
         if let Some(r) = A::ledger_ref(e) {
             if refs.contains(&r) || unit_refs.iter().any(|(_, x)| x == &r) {
                 return Err(BusError::DuplicateLedgerRef(format!(
@@ -610,7 +681,9 @@ where
             }
             unit_refs.push((i, r));
         }
-        scratch.apply(e.clone());
+        if let Some(scratch) = &mut scratch {
+            scratch.apply(e.clone());
+        }
     }
     let expected_version = loaded.version;
     // Stored with microsecond precision: truncate now so a replayed response (read
@@ -620,9 +693,12 @@ where
     let mut views = Vec::with_capacity(events.len());
     let mut outbox = Vec::new();
     let mut prev = loaded.last_hash.clone();
+    let mut payload_bytes = 0i64;
     for (i, e) in events.iter().enumerate() {
         let payload_value = serde_json::to_value(e)
             .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
+        let payload_text = payload_value.to_string();
+        payload_bytes += payload_text.len() as i64;
         let event = SealedEvent::seal(
             &prev,
             A::TYPE,
@@ -630,7 +706,7 @@ where
             expected_version + 1 + i as i64,
             cqrs_es::DomainEvent::event_type(e),
             cqrs_es::DomainEvent::event_version(e).parse().unwrap_or(1),
-            payload_value.to_string(),
+            payload_text.clone(),
             metadata,
             uuid::Uuid::new_v4(),
             now,
@@ -664,21 +740,6 @@ where
         sealed.push(event);
     }
     let new_version = expected_version + events.len() as i64;
-    let mut since = loaded.events_since_snapshot + events.len() as i64;
-    let mut snapshot = None;
-    if since >= SNAPSHOT_EVERY_EVENTS {
-        let state = serde_json::to_string(&scratch)
-            .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
-        snapshot = Some(SnapshotRow {
-            aggregate_type: A::TYPE.to_owned(),
-            aggregate_id: aggregate_id.to_owned(),
-            snapshot_version: A::SNAPSHOT_VERSION,
-            stream_version: new_version,
-            last_hash: prev.clone(),
-            state,
-        });
-        since = 0;
-    }
     for (_, r) in &unit_refs {
         refs.insert(r.clone());
     }
@@ -689,9 +750,40 @@ where
         expected_hash: loaded.last_hash.clone(),
         events: sealed,
     };
-    loaded.state = scratch;
+    match scratch {
+        Some(scratch) => loaded.state = scratch,
+        None => {
+            for e in events {
+                loaded.state.apply(e.clone());
+            }
+        }
+    }
+    let mut since = loaded.events_since_snapshot + events.len() as i64;
+    let mut bytes = loaded.bytes_since_snapshot + payload_bytes;
+    let mut snapshot = None;
+    // A snapshot is due every SNAPSHOT_EVERY_EVENTS events, but not before the
+    // events since the last one are as large as it: a state that grows with its
+    // stream (a campaign's reservations) is then written about as often as its
+    // size doubles, not every 100 events (megabytes per 100 small events). A state
+    // that does not serialize is left without a snapshot (they are optional).
+    if since >= SNAPSHOT_EVERY_EVENTS && bytes >= loaded.snapshot_bytes {
+        if let Ok(state) = serde_json::to_string(&loaded.state) {
+            loaded.snapshot_bytes = state.len() as i64;
+            snapshot = Some(SnapshotRow {
+                aggregate_type: A::TYPE.to_owned(),
+                aggregate_id: aggregate_id.to_owned(),
+                snapshot_version: A::SNAPSHOT_VERSION,
+                stream_version: new_version,
+                last_hash: prev.clone(),
+                state,
+            });
+            since = 0;
+            bytes = 0;
+        }
+    }
     loaded.version = new_version;
     loaded.last_hash = prev;
+    loaded.bytes_since_snapshot = bytes;
     loaded.events_since_snapshot = since;
     Ok(SealedDecision {
         stream,

@@ -31,8 +31,10 @@ use crate::store::{
 };
 use factledger_aggregates::decide::LedgerRef;
 use factledger_aggregates::Decide;
-use std::collections::HashSet;
+use std::any::Any;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::Mutex;
 
 /// Re-runs of a whole unit after a concurrency conflict before giving up.
 pub const UNIT_CONFLICT_RETRIES_MAX: u32 = 10;
@@ -102,6 +104,125 @@ pub struct UnitBuilder {
     /// a stream that has moved since is not a refusal but a stale read (see
     /// [`run_unit`]).
     loads: Loads,
+    /// Set when the unit is one of a group decided together (see [`WorkingSet`]).
+    group: Option<Mutex<GroupUse>>,
+}
+
+/// `(aggregate type, id)` of a stream.
+type Key = (String, String);
+
+/// One stream of a working set.
+struct Slot {
+    /// `Loaded<A>`, boxed by type; `None` while a unit has taken it.
+    state: Option<Box<dyn Any + Send>>,
+    /// The version the store had when the group read it.
+    base: i64,
+    /// The version of `state`.
+    current: i64,
+    /// Events of an accepted unit of the group are on it (not in the store yet).
+    written: bool,
+}
+
+/// The streams a group of units (one ingest page) decides on, in memory: each unit
+/// of the group sees the state the units before it left (decided, not yet in the
+/// store), so the group's units can be appended together in ONE transaction, each
+/// stream's events chained from one unit to the next. What came from the store is
+/// read once per group. A unit that is refused leaves nothing in it: the streams it
+/// touched are dropped (read again from the store when needed), and if one of them
+/// holds events of an earlier unit of the group that are not in the store yet, the
+/// group cannot go on ([`UnitBuilder::leave_group`] says so) and the caller runs its
+/// units one by one instead.
+#[derive(Default)]
+pub struct WorkingSet {
+    streams: HashMap<Key, Slot>,
+}
+
+/// Committed states kept from one group to the next (only of the aggregate types the
+/// caller names: streams every group writes, such as the campaign and wallets, so a
+/// stale one makes the append fail with a conflict instead of deciding on it). Like
+/// the bus cache: filled only after a commit, taken out whole by the next group, so a
+/// failed group leaves nothing in it.
+#[derive(Default)]
+pub struct StreamCache {
+    streams: HashMap<Key, Slot>,
+}
+
+impl StreamCache {
+    pub fn len(&self) -> usize {
+        self.streams.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    /// Keep the newer state of each stream.
+    pub fn merge(&mut self, other: StreamCache) {
+        if self.streams.is_empty() {
+            self.streams = other.streams;
+            return;
+        }
+        for (key, slot) in other.streams {
+            match self.streams.get(&key) {
+                Some(have) if have.current > slot.current => {}
+                _ => {
+                    self.streams.insert(key, slot);
+                }
+            }
+        }
+    }
+}
+
+impl WorkingSet {
+    /// Add a stream read from the store (a prefetch); one already known is kept.
+    pub fn insert<A: Decide + Clone + 'static>(&mut self, aggregate_id: &str, loaded: Loaded<A>) {
+        let key = (A::TYPE.to_owned(), aggregate_id.to_owned());
+        if self.streams.contains_key(&key) {
+            return;
+        }
+        self.streams.insert(
+            key,
+            Slot {
+                base: loaded.version,
+                current: loaded.version,
+                state: Some(Box::new(loaded)),
+                written: false,
+            },
+        );
+    }
+
+    /// Whether the group knows this stream already.
+    pub fn contains(&self, aggregate_type: &str, aggregate_id: &str) -> bool {
+        self.streams
+            .contains_key(&(aggregate_type.to_owned(), aggregate_id.to_owned()))
+    }
+
+    /// A working set that starts from committed states of earlier groups (no copy).
+    pub fn from_cache(cache: StreamCache) -> WorkingSet {
+        WorkingSet {
+            streams: cache.streams,
+        }
+    }
+
+    /// After the group committed: the states of the streams of these types (all
+    /// committed now), for the next group.
+    pub fn into_cache(mut self, types: &[&str]) -> StreamCache {
+        self.streams.retain(|key, slot| {
+            slot.base = slot.current;
+            slot.written = false;
+            slot.state.is_some() && types.contains(&key.0.as_str())
+        });
+        StreamCache {
+            streams: self.streams,
+        }
+    }
+}
+
+/// A unit's use of its group's working set.
+struct GroupUse {
+    set: WorkingSet,
+    /// Streams taken out by [`UnitBuilder::take`] and not put back yet.
+    taken: HashSet<Key>,
 }
 
 /// `(aggregate type, id, version seen)` of each load of an attempt.
@@ -120,6 +241,170 @@ impl UnitBuilder {
             fence: None,
             fail_after_streams: None,
             loads: Loads::default(),
+            group: None,
+        }
+    }
+
+    /// A unit of a group: it decides on the group's working set (see [`WorkingSet`]).
+    pub fn in_group(store: DynStore, metadata: Metadata, set: WorkingSet) -> UnitBuilder {
+        let mut unit = UnitBuilder::new(store, metadata);
+        unit.group = Some(Mutex::new(GroupUse {
+            set,
+            taken: HashSet::new(),
+        }));
+        unit
+    }
+
+    /// Leave the group: the working set for the group's next unit, with this unit's
+    /// decisions if it is `accepted`, without them if it was refused. `None` when the
+    /// set lost a stream the group wrote (the caller must drop the group's
+    /// decisions). `None` too for a unit outside a group.
+    pub fn leave_group(&mut self, accepted: bool) -> Option<WorkingSet> {
+        let GroupUse { mut set, taken } = self
+            .group
+            .take()?
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner());
+        for key in &taken {
+            // Taken out and never put back: its state is gone; fine only if the
+            // store still has all of it.
+            let written = set.streams.get(key).is_some_and(|s| s.written);
+            let touched = self
+                .parts
+                .iter()
+                .any(|p| p.stream.aggregate_type == key.0 && p.stream.aggregate_id == key.1);
+            if written || (accepted && touched) {
+                return None;
+            }
+            set.streams.remove(key);
+        }
+        for p in &self.parts {
+            let key = (
+                p.stream.aggregate_type.clone(),
+                p.stream.aggregate_id.clone(),
+            );
+            match set.streams.get_mut(&key) {
+                Some(slot) if accepted => slot.written = true,
+                Some(slot) if slot.written => return None,
+                Some(_) => {
+                    set.streams.remove(&key);
+                }
+                // Taken and not put back: handled above.
+                None => {}
+            }
+        }
+        Some(set)
+    }
+
+    /// Streams this unit loaded with the version the store had (for a refusal: did
+    /// any move since? see [`moved_since`]).
+    pub fn seen(&self) -> Vec<(&'static str, String, i64)> {
+        self.loads.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// In a group: the stream's state in the working set (taken out, or a copy),
+    /// `None` outside a group or when the set does not hold it yet.
+    fn group_state<A: Decide + Clone + 'static, E: std::error::Error>(
+        &self,
+        aggregate_id: &str,
+        take: bool,
+    ) -> Result<Option<Loaded<A>>, UnitError<E>> {
+        let Some(group) = &self.group else {
+            return Ok(None);
+        };
+        let mut group = group.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (A::TYPE.to_owned(), aggregate_id.to_owned());
+        if group.taken.contains(&key) {
+            return Err(UnitError::Invariant(format!(
+                "{} {aggregate_id} loaded again before it was put back",
+                A::TYPE
+            )));
+        }
+        let wrong = || UnitError::Invariant(format!("{} {aggregate_id}: wrong type", A::TYPE));
+        let found = match group.set.streams.get_mut(&key) {
+            Some(slot) => {
+                let base = slot.base;
+                let state: Option<Result<Loaded<A>, ()>> = if take {
+                    slot.state
+                        .take()
+                        .map(|b| b.downcast::<Loaded<A>>().map(|l| *l).map_err(|_| ()))
+                } else {
+                    slot.state
+                        .as_ref()
+                        .map(|b| b.downcast_ref::<Loaded<A>>().cloned().ok_or(()))
+                };
+                match state {
+                    Some(Ok(l)) => Some((l, base)),
+                    Some(Err(_)) => return Err(wrong()),
+                    None => None,
+                }
+            }
+            None => None,
+        };
+        if take {
+            group.taken.insert(key);
+        }
+        drop(group);
+        Ok(found.map(|(loaded, base)| {
+            self.loads.lock().unwrap_or_else(|p| p.into_inner()).push((
+                A::TYPE,
+                aggregate_id.to_owned(),
+                base,
+            ));
+            loaded
+        }))
+    }
+
+    /// Take a stream out of the group's working set to decide on (no copy); put it
+    /// back with [`UnitBuilder::put_back`] once decided. Outside a group, `load`.
+    pub async fn take<A: Decide + Clone + 'static, E: std::error::Error + From<A::Error>>(
+        &self,
+        aggregate_id: &str,
+    ) -> Result<Loaded<A>, UnitError<E>> {
+        if let Some(found) = self.group_state::<A, E>(aggregate_id, true)? {
+            return Ok(found);
+        }
+        let loaded = self.load_store::<A, E>(aggregate_id).await?;
+        if let Some(group) = &self.group {
+            let mut group = group.lock().unwrap_or_else(|p| p.into_inner());
+            // Held by the unit until put back.
+            group.set.streams.insert(
+                (A::TYPE.to_owned(), aggregate_id.to_owned()),
+                Slot {
+                    state: None,
+                    base: loaded.version,
+                    current: loaded.version,
+                    written: false,
+                },
+            );
+        }
+        Ok(loaded)
+    }
+
+    /// Give a taken stream back to the group's working set (nothing outside a group).
+    pub fn put_back<A: Decide + Clone + 'static>(&self, aggregate_id: &str, loaded: Loaded<A>) {
+        if let Some(group) = &self.group {
+            let mut group = group.lock().unwrap_or_else(|p| p.into_inner());
+            let key = (A::TYPE.to_owned(), aggregate_id.to_owned());
+            group.taken.remove(&key);
+            let current = loaded.version;
+            match group.set.streams.get_mut(&key) {
+                Some(slot) => {
+                    slot.current = current;
+                    slot.state = Some(Box::new(loaded));
+                }
+                None => {
+                    group.set.streams.insert(
+                        key,
+                        Slot {
+                            state: Some(Box::new(loaded)),
+                            base: current,
+                            current,
+                            written: false,
+                        },
+                    );
+                }
+            }
         }
     }
 
@@ -132,7 +417,23 @@ impl UnitBuilder {
     }
 
     /// Load a stream's current state (snapshot + tail) to decide on.
-    pub async fn load<A: Decide + Clone, E: std::error::Error + From<A::Error>>(
+    /// In a group, a copy of the working set's state (read from the store once).
+    pub async fn load<A: Decide + Clone + 'static, E: std::error::Error + From<A::Error>>(
+        &self,
+        aggregate_id: &str,
+    ) -> Result<Loaded<A>, UnitError<E>> {
+        if let Some(found) = self.group_state::<A, E>(aggregate_id, false)? {
+            return Ok(found);
+        }
+        let loaded = self.load_store::<A, E>(aggregate_id).await?;
+        if let Some(group) = &self.group {
+            let mut group = group.lock().unwrap_or_else(|p| p.into_inner());
+            group.set.insert(aggregate_id, loaded.clone());
+        }
+        Ok(loaded)
+    }
+
+    async fn load_store<A: Decide + Clone, E: std::error::Error + From<A::Error>>(
         &self,
         aggregate_id: &str,
     ) -> Result<Loaded<A>, UnitError<E>> {
@@ -359,7 +660,7 @@ where
 }
 
 /// Whether any of these streams has an event after the version that was seen.
-async fn moved_since(
+pub async fn moved_since(
     store: &DynStore,
     seen: &[(&'static str, String, i64)],
 ) -> Result<bool, StoreError> {
@@ -384,7 +685,7 @@ pub async fn run_command<A>(
     command: A::Command,
 ) -> Result<UnitOutcome<Vec<A::Event>>, UnitError<A::Error>>
 where
-    A: Decide + Clone,
+    A: Decide + Clone + 'static,
     A::Command: Clone,
 {
     run_unit(store, metadata, |mut unit| {

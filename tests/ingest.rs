@@ -629,5 +629,146 @@ both_backends!(
                 "nothing about {stream}"
             );
         }
+
+both_backends!(
+    a_page_whose_group_append_fails_commits_every_other_order_alone,
+    |db: TestDb| async move {
+        reference_data(&db).await;
+        campaign(&db, 10).await;
+        // Another wallet already holds the ledger entry o-2's cashback credit would
+        // write: the page's ONE transaction fails on it, and the page falls back to
+        // one unit per order, so only o-2 fails.
+        let m = meta();
+        for command in [
+            json!({"type": "Open", "user_id": "u-9", "currency": "IDR"}),
+            json!({"type": "CreditPending", "ref_type": "COMMISSION",
+                "ref_id": "SHOPEE:o-2:CASHBACK", "amount_minor": 1}),
+        ] {
+            run_command::<Wallet>(
+                &db.store,
+                &m,
+                "u-9:IDR",
+                serde_json::from_value(command).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+        let results = ingestor(&db)
+            .ingest_page(
+                vec![
+                    order("o-1", "PENDING", 100_000, 12_000, 1),
+                    order("o-2", "PENDING", 100_000, 12_000, 1),
+                    order("o-3", "PENDING", 100_000, 12_000, 1),
+                ],
+                None,
+            )
+            .await
+            .unwrap();
+        let got: Vec<Value> = results
+            .iter()
+            .map(|r| json!([r.platform_order_id, r.result, r.code]))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                json!(["o-1", "created", null]),
+                json!(["o-2", "rejected", "DUPLICATE_LEDGER_REF"]),
+                json!(["o-3", "created", null]),
+            ]
+        );
+        assert!(results[0].position.is_some() && results[2].position.is_some());
+        assert!(results[1].position.is_none());
+        // Nothing of o-2; o-1 and o-3 each with all of their unit.
+        assert!(events(&db, "affiliate_order", "SHOPEE:o-2")
+            .await
+            .is_empty());
+        assert!(events(&db, "commission", "SHOPEE:o-2:INVITER_REWARD")
+            .await
+            .is_empty());
+        assert_eq!(
+            events(&db, "campaign", "SHOPEE:ID").await,
+            ["CampaignOpened", "QuotaReserved", "QuotaReserved"]
+        );
+        assert_eq!(
+            events(&db, "wallet", OWNER_WALLET).await,
+            ["WalletOpened", "PendingCredited", "PendingCredited"]
+        );
+        assert_eq!(
+            wallet(&db, OWNER_WALLET).await.balances.pending_minor,
+            12_000
+        );
+        assert_eq!(
+            wallet(&db, INVITER_WALLET).await.balances.pending_minor,
+            2_000
+        );
+        // The same page again: o-1 and o-3 are known (nothing to write); the planted
+        // entry stays, so o-2 fails again, alone.
+        let again = ingestor(&db)
+            .ingest_page(
+                vec![
+                    order("o-1", "PENDING", 100_000, 12_000, 1),
+                    order("o-2", "PENDING", 100_000, 12_000, 1),
+                    order("o-3", "PENDING", 100_000, 12_000, 1),
+                ],
+                None,
+            )
+            .await
+            .unwrap();
+        let got: Vec<&str> = again.iter().map(|r| r.result.as_str()).collect();
+        assert_eq!(got, ["unchanged", "rejected", "unchanged"]);
+    }
+);
+
+both_backends!(
+    a_page_chains_shared_streams_from_order_to_order_in_one_transaction,
+    |db: TestDb| async move {
+        reference_data(&db).await;
+        campaign(&db, 2).await;
+        let head = db.store.head_position().await.unwrap();
+        // Three orders of one owner in one page: the wallets and the campaign are
+        // shared; the third finds the quota of 2 used by the first two.
+        let results = ingestor(&db)
+            .ingest_page(
+                vec![
+                    order("o-1", "PENDING", 100_000, 12_000, 1),
+                    order("o-2", "PENDING", 100_000, 12_000, 1),
+                    order("o-3", "PENDING", 100_000, 12_000, 1),
+                    order("o-1", "COMPLETED", 100_000, 12_000, 2),
+                ],
+                None,
+            )
+            .await
+            .unwrap();
+        let got: Vec<&str> = results.iter().map(|r| r.result.as_str()).collect();
+        assert_eq!(got, ["created", "created", "created", "updated"]);
+        // Positions are contiguous and in page order: one append, unit after unit.
+        let positions: Vec<i64> = results.iter().map(|r| r.position.unwrap()).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+        assert_eq!(
+            events(&db, "campaign", "SHOPEE:ID").await,
+            ["CampaignOpened", "QuotaReserved", "QuotaReserved"]
+        );
+        assert_eq!(
+            events(&db, "wallet", OWNER_WALLET).await,
+            [
+                "WalletOpened",
+                "PendingCredited",
+                "PendingCredited",
+                "PendingCredited"
+            ]
+        );
+        assert_eq!(
+            wallet(&db, OWNER_WALLET).await.balances.pending_minor,
+            18_000
+        );
+        assert_eq!(
+            events(&db, "affiliate_order", ORDER).await,
+            ["OrderIngested", "OrderUpdated"]
+        );
+        assert_eq!(
+            db.store.head_position().await.unwrap(),
+            *positions.last().unwrap()
+        );
+        assert!(positions[0] > head);
     }
 );

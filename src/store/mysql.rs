@@ -14,7 +14,7 @@
 
 use super::{
     CommittedUnit, EventStore, IdempotencyRecord, StoreError, StoredEvent, StoredSnapshot,
-    UnitOfWork, GENESIS_HASH,
+    StreamTail, UnitOfWork, GENESIS_HASH,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -934,6 +934,70 @@ impl EventStore for MysqlStore {
         })
         .transpose()
         .map_err(db_err)
+    }
+
+    async fn load_streams(
+        &self,
+        aggregate_type: &str,
+        aggregate_ids: &[String],
+    ) -> Result<Vec<StreamTail>, StoreError> {
+        if aggregate_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Two round trips for all the streams: the snapshots, then every event after
+        // its stream's snapshot (one primary-key probe of `snapshots` per stream).
+        let marks = vec!["?"; aggregate_ids.len()].join(", ");
+        let sql = format!(
+            "SELECT aggregate_id, snapshot_version, stream_version, last_hash, state \
+             FROM snapshots WHERE aggregate_type = ? AND aggregate_id IN ({marks})"
+        );
+        let mut query = sqlx::query(&sql).bind(aggregate_type);
+        for id in aggregate_ids {
+            query = query.bind(id);
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(db_err)?;
+        let mut tails: std::collections::BTreeMap<String, StreamTail> = Default::default();
+        for r in rows {
+            let id = text(&r, "aggregate_id").map_err(db_err)?;
+            let snapshot = StoredSnapshot {
+                snapshot_version: r.try_get("snapshot_version").map_err(db_err)?,
+                stream_version: r.try_get("stream_version").map_err(db_err)?,
+                last_hash: text(&r, "last_hash").map_err(db_err)?,
+                state: text(&r, "state").map_err(db_err)?,
+            };
+            tails.insert(
+                id.clone(),
+                StreamTail {
+                    aggregate_id: id,
+                    snapshot: Some(snapshot),
+                    events: Vec::new(),
+                },
+            );
+        }
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE aggregate_type = ? \
+             AND aggregate_id IN ({marks}) AND sequence > COALESCE((SELECT s.stream_version \
+             FROM snapshots s WHERE s.aggregate_type = events.aggregate_type \
+             AND s.aggregate_id = events.aggregate_id), 0) ORDER BY aggregate_id, sequence"
+        );
+        let mut query = sqlx::query(&sql).bind(aggregate_type);
+        for id in aggregate_ids {
+            query = query.bind(id);
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(db_err)?;
+        for r in rows {
+            let e = event_from_row(&r).map_err(db_err)?;
+            tails
+                .entry(e.aggregate_id.clone())
+                .or_insert_with(|| StreamTail {
+                    aggregate_id: e.aggregate_id.clone(),
+                    snapshot: None,
+                    events: Vec::new(),
+                })
+                .events
+                .push(e);
+        }
+        Ok(tails.into_values().collect())
     }
 
     async fn delete_snapshots(&self) -> Result<u64, StoreError> {

@@ -4,6 +4,7 @@
 //!
 //! The database named in the URL is dropped and re-created for every scenario.
 
+mod ingest;
 mod jobs;
 
 use anyhow::Context;
@@ -59,6 +60,29 @@ enum Cmd {
         /// Events per shadow-table transaction.
         #[arg(long, default_value_t = factledger::rebuild::FLUSH_EVENTS_DEFAULT)]
         batch_events: usize,
+    },
+    /// Orders ingested per second in pages of 100 (issue 5, item 8): every order
+    /// attributed, with cashback, inviter reward and a campaign reservation.
+    Ingest {
+        #[arg(
+            long,
+            default_value = "mysql://root@127.0.0.1:3306/factledger_bench_ingest"
+        )]
+        database_url: String,
+        #[arg(long, default_value_t = 50_000)]
+        orders: u64,
+        /// Hard time limit of the ingest (the orders done by then are counted).
+        #[arg(long, default_value_t = 120)]
+        max_secs: u64,
+        /// Users owning the orders (each with a tracking id and an inviter).
+        #[arg(long, default_value_t = 10_000)]
+        users: u64,
+        /// Pages ingested at once.
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
+        /// Each order in its own transaction (`ingest_one`), as before group commit.
+        #[arg(long)]
+        one_by_one: bool,
     },
     /// Jobs claimed and completed per second (issue 4, item 10).
     Jobs {
@@ -123,6 +147,23 @@ async fn main() -> anyhow::Result<()> {
             per_wallet,
             batch_events,
         } => rebuild_bench(&database_url, &events, per_wallet, batch_events).await?,
+        Cmd::Ingest {
+            database_url,
+            orders,
+            max_secs,
+            users,
+            concurrency,
+            one_by_one,
+        } => {
+            let options = ingest::Options {
+                orders,
+                max_secs,
+                users,
+                concurrency,
+                one_by_one,
+            };
+            ingest::bench(&database_url, &options).await?
+        }
         Cmd::Jobs {
             database_url,
             jobs,
@@ -511,4 +552,9 @@ async fn run(
         errors: errors.load(Ordering::Relaxed),
         latencies_us,
     })
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock leaves the data usable (pushes only).
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
