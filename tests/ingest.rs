@@ -629,6 +629,8 @@ both_backends!(
                 "nothing about {stream}"
             );
         }
+    }
+);
 
 both_backends!(
     a_page_whose_group_append_fails_commits_every_other_order_alone,
