@@ -483,7 +483,7 @@ async fn write<A>(
     cmd: A::Command,
 ) -> Result<Json<WriteResponse>, Problem>
 where
-    A: factledger_aggregates::Decide + Clone,
+    A: factledger_aggregates::Decide + Clone + 'static,
     A::Command: Clone,
     A::Error: Coded,
 {
