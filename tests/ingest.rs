@@ -3,18 +3,15 @@
 
 mod common;
 
-use common::{meta, TestDb};
+use common::{meta, reference_data, TestDb};
 use factledger::affiliate::ingest::Ingestor;
 use factledger::affiliate::settlement::{settle_one, Settled};
 use factledger::affiliate::{IngestResult, OrderIngestor};
 use factledger::bus::load;
 use factledger::unit::run_command;
-use factledger_aggregates::affiliate_link::AffiliateLink;
 use factledger_aggregates::affiliate_order::{AffiliateOrder, NormalisedOrder, OrderStatus};
 use factledger_aggregates::campaign::Campaign;
 use factledger_aggregates::commission::{Commission, CommissionStatus};
-use factledger_aggregates::commission_rules::CommissionRuleSet;
-use factledger_aggregates::invite::InviteRelation;
 use factledger_aggregates::wallet::Wallet;
 use serde_json::{json, Value};
 
@@ -23,46 +20,6 @@ const CASHBACK: &str = "SHOPEE:o-1:CASHBACK";
 const INVITER: &str = "SHOPEE:o-1:INVITER_REWARD";
 const OWNER_WALLET: &str = "u-1:IDR";
 const INVITER_WALLET: &str = "u-0:IDR";
-
-/// Rules for SHOPEE × ID from 2026-01-01: M = min(platform commission, 10 % of GMV);
-/// cashback 60 % of M, inviter 10 %, released 7 days after the order. Tracking id
-/// t-1 belongs to u-1, whom u-0 invited.
-async fn reference_data(db: &TestDb) {
-    let m = meta();
-    run_command::<CommissionRuleSet>(
-        &db.store,
-        &m,
-        "SHOPEE:ID",
-        serde_json::from_value(json!({"type": "AddVersion", "rule_set_id": "SHOPEE:ID",
-            "version": 1, "effective_from": "2026-01-01T00:00:00Z", "cashback_bps": 6000,
-            "inviter_bps": 1000, "max_commission_base_bps": 1000, "release_delay_days": 7,
-            "requested_at": "2025-12-31T00:00:00Z"}))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-    run_command::<AffiliateLink>(
-        &db.store,
-        &m,
-        "TRACKING_ID:t-1",
-        serde_json::from_value(json!({"type": "Register",
-            "attribution": {"kind": "TRACKING_ID", "value": "t-1"}, "user_id": "u-1",
-            "actor": "ops", "registered_at": "2026-01-01T00:00:00Z"}))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-    run_command::<InviteRelation>(
-        &db.store,
-        &m,
-        "u-1",
-        serde_json::from_value(json!({"type": "SetInviter", "user_id": "u-1",
-            "inviter_user_id": "u-0", "actor": "ops", "set_at": "2026-01-01T00:00:00Z"}))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-}
 
 /// A campaign for SHOPEE × ID whose quota fits `orders` orders.
 async fn campaign(db: &TestDb, orders: i64) {

@@ -7,7 +7,7 @@
 mod common;
 
 use async_trait::async_trait;
-use common::{exec, meta, scalar, TestDb};
+use common::{exec, meta, reference_data, scalar, TestDb};
 use factledger::affiliate::ingest::Ingestor;
 use factledger::affiliate::settlement::{
     settle_due, Clock, RoundLimits, SettlementHandler, COMMISSION_SETTLEMENT, SETTLEMENT_BATCH_MAX,
@@ -23,12 +23,8 @@ use factledger::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, Rou
 use factledger::jobs::{ClaimedJob, JobKind, JobStatus, JobSubmit};
 use factledger::projection::ProjectionDb;
 use factledger::server::{ServeOptions, SettlementCron};
-use factledger::unit::run_command;
-use factledger_aggregates::affiliate_link::AffiliateLink;
 use factledger_aggregates::affiliate_order::NormalisedOrder;
 use factledger_aggregates::commission::{Commission, CommissionStatus};
-use factledger_aggregates::commission_rules::CommissionRuleSet;
-use factledger_aggregates::invite::InviteRelation;
 use factledger_aggregates::wallet::Wallet;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -43,45 +39,6 @@ const CASHBACK_MINOR: i64 = 6_000;
 const INVITER_MINOR: i64 = 1_000;
 /// Any await the tests make on a round is bounded by this.
 const ROUND_WAIT: Duration = Duration::from_secs(60);
-
-/// Rules for SHOPEE × ID from 2026-01-01 (released 7 days after the order); tracking
-/// id t-1 belongs to u-1, whom u-0 invited.
-async fn reference_data(db: &TestDb) {
-    let m = meta();
-    run_command::<CommissionRuleSet>(
-        &db.store,
-        &m,
-        "SHOPEE:ID",
-        serde_json::from_value(json!({"type": "AddVersion", "rule_set_id": "SHOPEE:ID",
-            "version": 1, "effective_from": "2026-01-01T00:00:00Z", "cashback_bps": 6000,
-            "inviter_bps": 1000, "max_commission_base_bps": 1000, "release_delay_days": 7,
-            "requested_at": "2025-12-31T00:00:00Z"}))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-    run_command::<AffiliateLink>(
-        &db.store,
-        &m,
-        "TRACKING_ID:t-1",
-        serde_json::from_value(json!({"type": "Register",
-            "attribution": {"kind": "TRACKING_ID", "value": "t-1"}, "user_id": "u-1",
-            "actor": "ops", "registered_at": "2026-01-01T00:00:00Z"}))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-    run_command::<InviteRelation>(
-        &db.store,
-        &m,
-        "u-1",
-        serde_json::from_value(json!({"type": "SetInviter", "user_id": "u-1",
-            "inviter_user_id": "u-0", "actor": "ops", "set_at": "2026-01-01T00:00:00Z"}))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-}
 
 /// Order `id` ordered on day `day` of March 2026 (due 7 days later), as the platform
 /// reports it at `minute` past midnight that day.

@@ -287,3 +287,45 @@ impl Server {
         (status, r.json().await.unwrap_or(serde_json::Value::Null))
     }
 }
+
+/// Affiliate reference data: rules for SHOPEE × ID from 2026-01-01 (M = min(platform
+/// commission, 10 % of GMV); cashback 60 % of M, inviter 10 %, released 7 days after
+/// the order); tracking id t-1 belongs to u-1, whom u-0 invited.
+pub async fn reference_data(db: &TestDb) {
+    let m = meta();
+    factledger::unit::run_command::<factledger_aggregates::commission_rules::CommissionRuleSet>(
+        &db.store,
+        &m,
+        "SHOPEE:ID",
+        serde_json::from_value(
+            serde_json::json!({"type": "AddVersion", "rule_set_id": "SHOPEE:ID",
+            "version": 1, "effective_from": "2026-01-01T00:00:00Z", "cashback_bps": 6000,
+            "inviter_bps": 1000, "max_commission_base_bps": 1000, "release_delay_days": 7,
+            "requested_at": "2025-12-31T00:00:00Z"}),
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    factledger::unit::run_command::<factledger_aggregates::affiliate_link::AffiliateLink>(
+        &db.store,
+        &m,
+        "TRACKING_ID:t-1",
+        serde_json::from_value(serde_json::json!({"type": "Register",
+            "attribution": {"kind": "TRACKING_ID", "value": "t-1"}, "user_id": "u-1",
+            "actor": "ops", "registered_at": "2026-01-01T00:00:00Z"}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    factledger::unit::run_command::<factledger_aggregates::invite::InviteRelation>(
+        &db.store,
+        &m,
+        "u-1",
+        serde_json::from_value(serde_json::json!({"type": "SetInviter", "user_id": "u-1",
+            "inviter_user_id": "u-0", "actor": "ops", "set_at": "2026-01-01T00:00:00Z"}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+}
