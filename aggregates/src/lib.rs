@@ -10,6 +10,7 @@
 pub mod affiliate;
 pub mod affiliate_link;
 pub mod affiliate_order;
+pub mod bill;
 pub mod campaign;
 pub mod commission;
 pub mod commission_rules;
