@@ -12,7 +12,7 @@ use common::{scalar, TestDb};
 use factledger::affiliate::platform::{HttpPlatformAdapter, PlatformAdapter};
 use factledger::affiliate::sync::{
     self, load_state, submit_sync_jobs, sync_job, SyncHandler, SyncPair, SyncSettings, SyncTask,
-    LOOKBACK_SLICE_MS, OVERLAP_MS, PLATFORM_SYNC, SAFETY_LAG_MS,
+    LOOKBACK_SLICE_MS, OVERLAP_MS, PLATFORM_SYNC, SAFETY_LAG_MS, SYNC_INTERVAL_MS,
 };
 use factledger::affiliate::{IngestError, IngestResult, OrderIngestor};
 use factledger::jobs::engine::{Engine, EngineConfig};
@@ -736,5 +736,88 @@ both_backends!(
         let state = h.state(SyncTask::Incremental).await;
         assert_eq!(state.pages_done, 1, "only page 1's checkpoint was saved");
         assert_eq!(state.page_token, h.sim.sim.requests()[1].page_token);
+    }
+);
+
+/// One cron firing: both tasks of the pair run a round, then the clock moves on.
+async fn cron_tick(h: &Harness) {
+    for task in [SyncTask::Incremental, SyncTask::Lookback] {
+        let (status, summary, error) = h.round(task).await;
+        assert_eq!(status, JobStatus::Success, "{summary} {error:?}");
+    }
+    h.advance(SYNC_INTERVAL_MS);
+}
+
+// Seed §18 case 9 (SPEC §11, R-COM-4): refunds of orders up to 120 days old that the
+// incremental pull cannot see (their update times are far behind its watermark) are
+// all picked up by the lookback sweep within 24 hours of appearing, with the cron
+// firing both tasks every SYNC_INTERVAL_MS as in production.
+both_backends!(
+    the_historical_refund_sweep_covers_the_last_120_days_within_24_hours,
+    |db| async move {
+        let h = harness(db, 50).await;
+        // The sweep is mid-cycle when the refunds appear: a few ticks have run.
+        for _ in 0..7 {
+            cron_tick(&h).await;
+        }
+
+        // Refunds spread over the last 120 days (both ends included), all older than
+        // the incremental window's overlap.
+        let arrived = h.now();
+        let ages_days = [1, 2, 10, 29, 45, 60, 77, 90, 101, 115, 119];
+        let mut refunds: Vec<SimOrder> = ages_days
+            .iter()
+            .map(|d| order(&format!("R{d}"), "REFUNDED", 100_000, arrived - d * DAY_MS))
+            .collect();
+        // The oldest a sweep must reach: 120 days less a minute.
+        refunds.push(order(
+            "R120",
+            "REFUNDED",
+            100_000,
+            arrived - 120 * DAY_MS + MINUTE_MS,
+        ));
+        h.sim.sim.upsert("tiktok", &refunds).unwrap();
+
+        let ticks_in_a_day = DAY_MS / SYNC_INTERVAL_MS;
+        let mut seen_after = HashMap::new();
+        for n in 1..=ticks_in_a_day {
+            cron_tick(&h).await;
+            for r in &refunds {
+                if h.ingest.latest(&r.order_id).is_some() {
+                    seen_after.entry(r.order_id.clone()).or_insert(n);
+                }
+            }
+            if seen_after.len() == refunds.len() {
+                break;
+            }
+        }
+        let missing: Vec<_> = refunds
+            .iter()
+            .filter(|r| !seen_after.contains_key(&r.order_id))
+            .map(|r| r.order_id.clone())
+            .collect();
+        assert!(missing.is_empty(), "not swept within 24 h: {missing:?}");
+        // Each refund was ingested with its refunded status and update time.
+        for r in &refunds {
+            assert_eq!(
+                h.ingest.latest(&r.order_id).unwrap().timestamp_millis(),
+                r.update_time_ms
+            );
+        }
+        let refunded = h
+            .ingest
+            .calls()
+            .into_iter()
+            .flatten()
+            .filter(|o| o.status == OrderStatus::Refunded)
+            .count();
+        assert!(refunded >= refunds.len());
+        // And within 24 h means within one sweep cycle after arrival here (the bound
+        // the constants promise): no refund waited longer than a cycle of rounds.
+        let slowest = seen_after.values().max().copied().unwrap();
+        assert!(
+            slowest <= sync::LOOKBACK_ROUNDS_PER_CYCLE + 1,
+            "slowest refund took {slowest} ticks"
+        );
     }
 );
