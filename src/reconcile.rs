@@ -50,6 +50,7 @@ use sqlx::{MySql, Row, Sqlite, Transaction};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod affiliate;
+mod withdrawal;
 
 /// Rows read per query, per table (default). A page of events is a few MB.
 pub const PAGE_ROWS: i64 = 5_000;
@@ -151,6 +152,10 @@ pub enum FindingKind {
     /// Σ of a wallet's released commission amounts is not Σ of its `RELEASE_PENDING`
     /// entries with `ref_type COMMISSION`.
     CommissionReleaseMismatch,
+    /// A withdrawal released more from frozen than it froze (unfrozen and paid out,
+    /// or released without a freeze), or a wallet's withdrawals do not account for
+    /// its frozen bucket.
+    WithdrawalFrozenMismatch,
 }
 
 impl FindingKind {
@@ -172,7 +177,8 @@ impl FindingKind {
             | LifecycleBroken
             | CommissionEventInvalid
             | CommissionPendingMismatch
-            | CommissionReleaseMismatch => FindingClass::Event,
+            | CommissionReleaseMismatch
+            | WithdrawalFrozenMismatch => FindingClass::Event,
         }
     }
 }
@@ -261,6 +267,10 @@ pub struct Report {
     /// may fall inside a unit and split a commission from its credit).
     #[serde(default)]
     pub commissions_up_to_position: i64,
+    /// Withdrawal references (a wallet's `WITHDRAW_*` entries of one ref) checked
+    /// against the frozen bucket, at the same cut as the commissions.
+    #[serde(default)]
+    pub withdrawals_checked: u64,
     /// Each affiliate projection compared with a replay of its events up to its own
     /// checkpoint in the same snapshot: `(name, position)`.
     #[serde(default)]
@@ -1449,6 +1459,7 @@ struct Pass {
     drifted: Vec<(String, u64)>,
     commissions_checked: u64,
     commissions_up_to_position: i64,
+    withdrawals_checked: u64,
     projections_checked: Vec<ProjectionChecked>,
     /// Affiliate projections with drift (what a repair rebuilds in full).
     drifted_projections: Vec<&'static str>,
@@ -1558,6 +1569,8 @@ async fn check_all(db: &ProjectionDb, page_rows: i64) -> Result<Pass, ReconcileE
     // Same snapshot, same cut: commissions against wallets, and each affiliate
     // projection against its own events.
     affiliate::check_commissions(&mut snap, &mut pass, page_rows).await?;
+    let cut = pass.commissions_up_to_position;
+    withdrawal::check_withdrawals(&mut snap, &mut pass, cut, page_rows).await?;
     for projector in crate::projector::all() {
         affiliate::check_projection(&mut snap, &mut pass, projector.as_ref(), page_rows).await?;
     }
@@ -1601,6 +1614,7 @@ pub async fn reconcile(
         wallets_checked: pass.wallets_checked,
         commissions_checked: pass.commissions_checked,
         commissions_up_to_position: pass.commissions_up_to_position,
+        withdrawals_checked: pass.withdrawals_checked,
         projections_checked: pass.projections_checked.clone(),
         duration_ms: 0,
         counts: pass.counts,

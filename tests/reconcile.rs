@@ -735,3 +735,83 @@ both_backends!(
         assert_eq!(status("run-alive").await, RunStatus::Running);
     }
 );
+
+// SPEC §11 case 15, withdrawal/frozen: the wallet aggregate checks only the frozen
+// bucket, so with another withdrawal's money frozen it lets one withdrawal leave
+// frozen twice (paid out, then unfrozen: a duplicate "failed" webhook after the
+// payout) or release what it never froze. Reconciliation finds each, as an event
+// finding whose automatic repair is refused; wallet w-1's clean withdrawal wd-1 is
+// not reported.
+both_backends!(
+    withdrawal_frozen_reconciliation_finds_planted_double_releases_and_refuses_repair,
+    |db: TestDb| async move {
+        history(&db).await;
+        let bus = CommandBus::<Wallet>::start(db.store.clone());
+        for c in [
+            json!({"type": "FreezeForWithdrawal", "ref_type": "WITHDRAWAL", "ref_id": "wd-2", "amount_minor": 50}),
+            json!({"type": "PayOutFrozen", "ref_type": "WITHDRAWAL", "ref_id": "wd-2", "amount_minor": 50}),
+            // Planted: wd-2's money leaves frozen a second time (wd-1 still holds 120).
+            json!({"type": "Unfreeze", "ref_type": "WITHDRAWAL", "ref_id": "wd-2", "amount_minor": 50}),
+            // Planted: a release of a withdrawal that never froze.
+            json!({"type": "Unfreeze", "ref_type": "WITHDRAWAL", "ref_id": "wd-9", "amount_minor": 10}),
+        ] {
+            run(&bus, "w-1", c).await;
+        }
+        let p = projections(&db).await;
+        catch_up_wallet(&db.store, &p).await.unwrap();
+        for page_rows in [reconcile::PAGE_ROWS, 1] {
+            let options = ReconcileOptions {
+                page_rows,
+                repair: true,
+            };
+            let report = reconcile::reconcile(&db.store, &p, options).await.unwrap();
+            assert_eq!(report.withdrawals_checked, 3, "wd-1, wd-2, wd-9");
+            let withdrawals: Vec<_> = report
+                .findings
+                .iter()
+                .filter(|f| f.kind == reconcile::FindingKind::WithdrawalFrozenMismatch)
+                .collect();
+            let keys: BTreeSet<_> = withdrawals.iter().map(|f| f.key.clone()).collect();
+            assert_eq!(
+                keys,
+                BTreeSet::from([
+                    "wallet_id=w-1, ref_type=WITHDRAWAL, ref_id=wd-2".to_owned(),
+                    "wallet_id=w-1, ref_type=WITHDRAWAL, ref_id=wd-9".to_owned(),
+                ]),
+                "pages of {page_rows}: {withdrawals:#?}"
+            );
+            for f in &withdrawals {
+                assert_eq!(f.class, FindingClass::Event);
+                assert!(f.repair.starts_with("refused"), "{f:?}");
+                assert_ne!(f.repaired, Some(true), "{f:?}");
+            }
+            let wd2 = withdrawals
+                .iter()
+                .find(|f| f.key.ends_with("wd-2"))
+                .unwrap();
+            assert!(
+                wd2.detail.contains("both unfrozen (50) and paid out (50)"),
+                "{}",
+                wd2.detail
+            );
+            assert_eq!(
+                (wd2.expected.clone(), wd2.actual.clone()),
+                (Some(json!(50)), Some(json!(100)))
+            );
+            assert_eq!(wd2.events.len(), 3);
+            let wd9 = withdrawals
+                .iter()
+                .find(|f| f.key.ends_with("wd-9"))
+                .unwrap();
+            assert!(
+                wd9.detail.contains("without ever freezing"),
+                "{}",
+                wd9.detail
+            );
+            // Nothing else is wrong: the wallets' own replay agrees with the rows, and
+            // the withdrawals (120 − 50 − 10 = 60 held) account for the frozen bucket.
+            assert_eq!(report.findings.len(), 2, "{:#?}", report.findings);
+            assert_eq!(report.remaining.event, 2);
+        }
+    }
+);

@@ -45,7 +45,7 @@ struct Sums {
 }
 
 impl Pass {
-    fn push(&mut self, f: Finding) {
+    pub(super) fn push(&mut self, f: Finding) {
         self.counts.add(f.class, 1);
         if self.findings.len() < FINDINGS_STORED_MAX {
             self.findings.push(f);
