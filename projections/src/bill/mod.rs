@@ -13,6 +13,7 @@
 
 pub mod decision;
 pub mod facts;
+pub mod refresh;
 #[cfg(test)]
 mod tests;
 
