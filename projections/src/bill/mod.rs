@@ -13,6 +13,7 @@
 
 pub mod decision;
 pub mod facts;
+pub mod order_status;
 pub mod refresh;
 #[cfg(test)]
 mod tests;
