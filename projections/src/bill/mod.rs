@@ -15,6 +15,7 @@ pub mod decision;
 pub mod facts;
 pub mod order_status;
 pub mod refresh;
+pub mod snapshot;
 #[cfg(test)]
 mod tests;
 
