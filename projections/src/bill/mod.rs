@@ -13,6 +13,7 @@
 
 pub mod decision;
 pub mod facts;
+pub mod inspect;
 pub mod order_status;
 pub mod refresh;
 pub mod snapshot;
