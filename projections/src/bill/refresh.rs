@@ -24,6 +24,9 @@
 //!   月份和模式"), so requests differing only there are one task, and a fact-change
 //!   resubmit merges them;
 //! - the MD5 is lowercase hex, as `jobs::md5_hex` and `jobs::is_code` of the job engine.
+//! - a scope's station id is the station the partner account maps to as its
+//!   `platform_station_id` (SPEC: PARTNER_BILL resolves through it; the locator check L5
+//!   compares it with the scope's station).
 
 use super::{PaymentStatus, StationMonth, YearMonth};
 use factledger_aggregates::bill::TriggerSource;
@@ -678,6 +681,8 @@ impl RefreshRequest {
         let sources: Vec<Value> = self
             .trigger_sources
             .iter()
+            // A unit enum with serde names always serialises; `Null` is unreachable (and
+            // would be refused by the re-parse of a merge, never stored silently).
             .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
             .collect();
         body.insert("trigger_sources".into(), Value::Array(sources));
