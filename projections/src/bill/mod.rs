@@ -13,6 +13,10 @@
 
 pub mod decision;
 pub mod facts;
+pub mod inspect;
+pub mod order_status;
+pub mod refresh;
+pub mod snapshot;
 #[cfg(test)]
 mod tests;
 
