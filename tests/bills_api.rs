@@ -94,6 +94,7 @@ both_backends!(
             ("station_id", json!(0)),
             ("rent_minor", json!(-1)),
             ("rent_minor", json!(1.5)),
+            ("extra", json!(1)),
         ] {
             let mut bad = small_bill(3);
             bad[field] = value;

@@ -5,7 +5,7 @@
 use super::commands::{PaymentResultCommand, RecordPaymentResult, VoidPaymentResult};
 use super::error::BillError;
 use super::events::{
-    PaymentResultEvent, ResultSourceCode, ResultStatusCode, ResultTypeCode,
+    PaymentResultEvent, ResultSourceCode, ResultStatusCode, ResultTypeCode, TriggerSource,
     PAYMENT_RESULT_AGGREGATE_TYPE,
 };
 use super::values::BillId;
@@ -24,15 +24,27 @@ pub struct PaymentResult {
     pub voided: bool,
 }
 
-/// The event with its recording time erased: a replay carries a new one.
+/// The result as a fact: without its recording time (a replay carries a new one) and
+/// without the trigger source (provenance: the same result re-sent by another source,
+/// e.g. an async status refresh after the treasury write-back, is the same fact).
 fn content(event: &PaymentResultEvent) -> PaymentResultEvent {
     let mut e = event.clone();
     match &mut e {
-        PaymentResultEvent::PaymentResultRecorded { recorded_at, .. } => {
-            *recorded_at = DateTime::<Utc>::UNIX_EPOCH
+        PaymentResultEvent::PaymentResultRecorded {
+            recorded_at,
+            trigger_source,
+            ..
+        } => {
+            *recorded_at = DateTime::<Utc>::UNIX_EPOCH;
+            *trigger_source = TriggerSource::Manual;
         }
-        PaymentResultEvent::PaymentResultVoided { voided_at, .. } => {
-            *voided_at = DateTime::<Utc>::UNIX_EPOCH
+        PaymentResultEvent::PaymentResultVoided {
+            voided_at,
+            trigger_source,
+            ..
+        } => {
+            *voided_at = DateTime::<Utc>::UNIX_EPOCH;
+            *trigger_source = TriggerSource::Manual;
         }
     }
     e

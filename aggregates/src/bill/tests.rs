@@ -1366,6 +1366,7 @@ fn a_result_is_recorded_once_and_a_replay_writes_nothing() {
         .then_expect_events(vec![recorded(1000)]);
     let mut later = result_body(1000);
     later["recorded_at"] = json!(t2());
+    later["trigger_source"] = json!("PAYMENT_STATUS_ASYNC_REFRESH");
     pr().given(vec![recorded(1000)])
         .when(cmd("RecordPaymentResult", later))
         .then_expect_events(vec![]);
