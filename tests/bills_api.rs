@@ -848,3 +848,43 @@ both_backends!(
             .is_empty());
     }
 );
+
+both_backends!(
+    concurrent_small_bills_and_locks_of_one_station_month_leave_exactly_one,
+    |db: TestDb| async move {
+        let app = std::sync::Arc::new(Server::start(&db).await);
+        let racers = 6;
+        let mut bills = tokio::task::JoinSet::new();
+        let mut locks = tokio::task::JoinSet::new();
+        for id in 1..=racers {
+            let a = app.clone();
+            bills.spawn(async move { a.post("/v1/bills/small-bills", small_bill(id)).await });
+            let a = app.clone();
+            locks.spawn(async move { a.post("/v1/bills/locks", lock(id)).await });
+        }
+        for (name, set, code) in [
+            ("small bills", bills, "SMALL_BILL_ALREADY_RECORDED"),
+            ("locks", locks, "LOCK_HELD"),
+        ] {
+            let answers = set.join_all().await;
+            let won = answers.iter().filter(|a| a.0 == 201).count();
+            let refused = answers
+                .iter()
+                .filter(|a| a.0 == 409 && a.1["code"] == code)
+                .count();
+            assert_eq!(
+                (won, refused),
+                (1, racers as usize - 1),
+                "{name}: {answers:?}"
+            );
+        }
+        assert_eq!(
+            stored(&db, "bill_station_month", "100:202609").await,
+            ["SmallBillRecorded"]
+        );
+        assert_eq!(
+            stored(&db, "bill_lock", "100:202609").await,
+            ["BillLockReserved"]
+        );
+    }
+);
