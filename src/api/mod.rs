@@ -4,6 +4,7 @@
 mod affiliate;
 mod affiliate_commands;
 mod audit;
+mod bills;
 mod callbacks;
 mod cron;
 mod jobs;
@@ -100,6 +101,37 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/campaigns/{campaign_id}",
             post(affiliate_commands::open_campaign),
+        )
+        .route("/v1/bills/small-bills", post(bills::record_small_bill))
+        .route("/v1/bills/diffs", post(bills::record_diff))
+        .route("/v1/bills/partner-bills", post(bills::record_partner_bill))
+        .route(
+            "/v1/bills/partner-bills/{partner_bill_id}",
+            post(bills::post_on_partner_bill),
+        )
+        .route("/v1/bills/reference/{kind}", post(bills::record_reference))
+        .route("/v1/bills/locks", post(bills::reserve_lock))
+        .route(
+            "/v1/bills/locks/{station_id}/{month}/{lock_id}",
+            post(bills::post_on_lock),
+        )
+        .route(
+            "/v1/bills/payment-results",
+            post(bills::record_payment_result),
+        )
+        .route(
+            "/v1/bills/payment-results/{result_id}",
+            post(bills::post_on_payment_result),
+        )
+        .route("/v1/payment-orders", post(bills::create_payment_order))
+        .route(
+            "/v1/payment-orders/{order_id}",
+            post(bills::post_on_payment_order),
+        )
+        .route("/v1/payment-orders/{order_id}/lines", post(bills::add_line))
+        .route(
+            "/v1/payment-orders/{order_id}/lines/{line_id}",
+            post(bills::post_on_line),
         )
         .route("/v1/projections/{name}/rebuild", post(rebuilds::start))
         .route("/v1/projections/rebuilds/{id}", get(rebuilds::status))

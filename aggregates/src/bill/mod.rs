@@ -1,6 +1,40 @@
 //! Resident-income bill facts (SPEC §7, seed 001): events of every fact the bill
-//! decision reads. See [`events`] for the streams.
+//! decision reads (see [`events`] for the streams) and the aggregates that record them
+//! with their rules (R-BILL-1, R-BILL-7):
+//!
+//! | aggregate                         | stream                  | rules                                   |
+//! |-----------------------------------|-------------------------|-----------------------------------------|
+//! | [`station_month::StationMonth`]   | `<station_id>:<yyyymm>` | one small bill, one diff per station-month |
+//! | [`partner_bill::PartnerBill`]     | partner bill id         | account and month fixed; re-push only of a recorded bill |
+//! | [`reference::Reference`]          | one per entity          | latest value wins; profile versions move forward |
+//! | [`payment_order::PaymentOrder`]   | order id                | [`payment_order::ORDER_TRANSITIONS`]; lines change before review |
+//! | [`lock::BillLocks`]               | `<station_id>:<yyyymm>` | at most one live lock                   |
+//! | [`payment_result::PaymentResult`] | result id               | recorded once, voided once              |
+//!
+//! Every refusal is a [`BillError`] with a stable `code()` and the `field()` at fault;
+//! a command that restates a fact already recorded writes nothing.
 
+pub mod commands;
+pub mod error;
 pub mod events;
+pub mod lock;
+pub mod partner_bill;
+pub mod payment_order;
+pub mod payment_result;
+pub mod reference;
+pub mod station_month;
+pub mod values;
 
+pub use commands::*;
+pub use error::{BillError, RefusalKind};
 pub use events::*;
+pub use lock::BillLocks;
+pub use partner_bill::PartnerBill;
+pub use payment_order::PaymentOrder;
+pub use payment_result::PaymentResult;
+pub use reference::Reference;
+pub use station_month::StationMonth;
+pub use values::{station_month_stream_id, BillCode, BillId, BillMonth, NonNegativeMinor};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,189 @@
+//! Why a bill command was refused: one error enum for every bill aggregate (one
+//! boundary), so a unit that decides on several bill streams (a payment result and its
+//! order's line) has one error type. Nothing is written when a command is refused.
+
+use super::events::OrderStatusCode;
+
+/// How a refusal reads to a client: the HTTP edge maps it once (404 / 422 / 409).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// The thing the command is about does not exist.
+    NotFound,
+    /// The request itself is wrong (a field contradicts the stream or another field).
+    Invalid,
+    /// The request is well formed but the current state does not allow it.
+    Conflict,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BillError {
+    #[error("{field} {given} does not belong to this stream ({stream})")]
+    StreamMismatch {
+        field: &'static str,
+        given: String,
+        stream: String,
+    },
+    #[error("station-month already has small bill {existing}; one small bill per station-month (R-BILL-7)")]
+    SmallBillAlreadyRecorded { existing: i64 },
+    #[error("station-month already has diff {existing}; one diff per station-month")]
+    DiffAlreadyRecorded { existing: i64 },
+    #[error("partner bill {0} is not recorded")]
+    PartnerBillNotFound(i64),
+    #[error("partner bill already recorded with {field} {existing}; a different {field} is another bill")]
+    PartnerBillIdentityChanged {
+        field: &'static str,
+        existing: String,
+    },
+    #[error("re-push at {given} is earlier than the last re-push at {last}")]
+    RepushOutOfOrder { given: String, last: String },
+    #[error("config version {given} is older than the recorded version {current}")]
+    ConfigVersionStale { given: i64, current: i64 },
+    #[error("config version {0} is already recorded with another payment cycle; bump the version")]
+    ConfigVersionReused(i64),
+    #[error("payment order {0} does not exist")]
+    OrderNotFound(i64),
+    #[error("payment order already created with treasury = {existing}")]
+    OrderAlreadyCreated { existing: bool },
+    #[error("a payment order in status {from:?} cannot {action} (see ORDER_TRANSITIONS)")]
+    IllegalTransition {
+        from: OrderStatusCode,
+        action: &'static str,
+    },
+    #[error("lines change only before review (DRAFT or REVIEW_REJECTED), not in {0:?}")]
+    OrderNotEditable(OrderStatusCode),
+    #[error("the payment order has no live line to publish or submit")]
+    OrderHasNoLines,
+    #[error("line {0} is not on this payment order")]
+    LineNotFound(i64),
+    #[error("line {0} is already on the order with other content")]
+    LineAlreadyAdded(i64),
+    #[error("line {0} was removed; a removed line id is not reused")]
+    LineRemoved(i64),
+    #[error("line {line_id} is {actual:?}, the command needs a {needed} line")]
+    LineKindMismatch {
+        line_id: i64,
+        actual: super::events::LineKindCode,
+        needed: &'static str,
+    },
+    #[error("live line {existing} already covers this station-month and kind on the order")]
+    StationMonthAlreadyOnOrder { existing: i64 },
+    #[error("planned {planned} + adjustment {adjustment} is negative or overflows; the amount to pay cannot be below zero")]
+    AdjustedAmountInvalid { planned: i64, adjustment: i64 },
+    #[error("line {0} already has an effective unqualified conclusion; withdraw it first")]
+    UnqualifiedAlreadyConcluded(i64),
+    #[error("line {0} has no unqualified conclusion to withdraw")]
+    UnqualifiedNotConcluded(i64),
+    #[error("a result for station-month {result} cannot be written to line {line_id} of {line}")]
+    ResultLineMismatch {
+        line_id: i64,
+        result: String,
+        line: String,
+    },
+    #[error("station-month is held by live lock {live}; release it first (one live lock per station-month)")]
+    LockHeld { live: i64 },
+    #[error("lock {0} is already reserved with other content")]
+    LockIdReused(i64),
+    #[error("lock {0} does not exist on this station-month")]
+    LockNotFound(i64),
+    #[error("lock {0} is released; only a reserved lock is activated")]
+    LockNotReserved(i64),
+    #[error("payment result {0} is already recorded with other content; results are facts, recorded once")]
+    ResultAlreadyRecorded(i64),
+    #[error("payment result {0} is not recorded")]
+    ResultNotFound(i64),
+    #[error("a PAY_SUCCESS result needs the time it was paid")]
+    PaidAtRequired,
+    #[error("a result for a line names the line's payment order")]
+    OrderIdRequired,
+}
+
+impl BillError {
+    /// Stable machine-readable code for clients.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::StreamMismatch { .. } => "STREAM_MISMATCH",
+            Self::SmallBillAlreadyRecorded { .. } => "SMALL_BILL_ALREADY_RECORDED",
+            Self::DiffAlreadyRecorded { .. } => "DIFF_ALREADY_RECORDED",
+            Self::PartnerBillNotFound(_) => "PARTNER_BILL_NOT_FOUND",
+            Self::PartnerBillIdentityChanged { .. } => "PARTNER_BILL_IDENTITY_CHANGED",
+            Self::RepushOutOfOrder { .. } => "REPUSH_OUT_OF_ORDER",
+            Self::ConfigVersionStale { .. } => "CONFIG_VERSION_STALE",
+            Self::ConfigVersionReused(_) => "CONFIG_VERSION_REUSED",
+            Self::OrderNotFound(_) => "ORDER_NOT_FOUND",
+            Self::OrderAlreadyCreated { .. } => "ORDER_ALREADY_CREATED",
+            Self::IllegalTransition { .. } => "ILLEGAL_TRANSITION",
+            Self::OrderNotEditable(_) => "ORDER_NOT_EDITABLE",
+            Self::OrderHasNoLines => "ORDER_HAS_NO_LINES",
+            Self::LineNotFound(_) => "LINE_NOT_FOUND",
+            Self::LineAlreadyAdded(_) => "LINE_ALREADY_ADDED",
+            Self::LineRemoved(_) => "LINE_REMOVED",
+            Self::LineKindMismatch { .. } => "LINE_KIND_MISMATCH",
+            Self::StationMonthAlreadyOnOrder { .. } => "STATION_MONTH_ALREADY_ON_ORDER",
+            Self::AdjustedAmountInvalid { .. } => "ADJUSTED_AMOUNT_INVALID",
+            Self::UnqualifiedAlreadyConcluded(_) => "UNQUALIFIED_ALREADY_CONCLUDED",
+            Self::UnqualifiedNotConcluded(_) => "UNQUALIFIED_NOT_CONCLUDED",
+            Self::ResultLineMismatch { .. } => "RESULT_LINE_MISMATCH",
+            Self::LockHeld { .. } => "LOCK_HELD",
+            Self::LockIdReused(_) => "LOCK_ID_REUSED",
+            Self::LockNotFound(_) => "LOCK_NOT_FOUND",
+            Self::LockNotReserved(_) => "LOCK_NOT_RESERVED",
+            Self::ResultAlreadyRecorded(_) => "RESULT_ALREADY_RECORDED",
+            Self::ResultNotFound(_) => "RESULT_NOT_FOUND",
+            Self::PaidAtRequired => "PAID_AT_REQUIRED",
+            Self::OrderIdRequired => "ORDER_ID_REQUIRED",
+        }
+    }
+
+    /// The request field the error is about, when there is one. A transition refusal
+    /// is about the order's state, not a field.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            Self::StreamMismatch { field, .. } => Some(field),
+            Self::SmallBillAlreadyRecorded { .. } => Some("bill_id"),
+            Self::DiffAlreadyRecorded { .. } => Some("diff_id"),
+            Self::PartnerBillNotFound(_) => Some("partner_bill_id"),
+            Self::PartnerBillIdentityChanged { field, .. } => Some(field),
+            Self::RepushOutOfOrder { .. } => Some("repushed_at"),
+            Self::ConfigVersionStale { .. } | Self::ConfigVersionReused(_) => {
+                Some("config_version")
+            }
+            Self::OrderNotFound(_) => Some("order_id"),
+            Self::OrderAlreadyCreated { .. } => Some("treasury"),
+            Self::IllegalTransition { .. } | Self::OrderNotEditable(_) | Self::OrderHasNoLines => {
+                None
+            }
+            Self::LineNotFound(_)
+            | Self::LineAlreadyAdded(_)
+            | Self::LineRemoved(_)
+            | Self::LineKindMismatch { .. }
+            | Self::UnqualifiedAlreadyConcluded(_)
+            | Self::UnqualifiedNotConcluded(_)
+            | Self::ResultLineMismatch { .. } => Some("line_id"),
+            Self::StationMonthAlreadyOnOrder { .. } => Some("station_id"),
+            Self::AdjustedAmountInvalid { .. } => Some("manual_adjustment_minor"),
+            Self::LockHeld { .. }
+            | Self::LockIdReused(_)
+            | Self::LockNotFound(_)
+            | Self::LockNotReserved(_) => Some("lock_id"),
+            Self::ResultAlreadyRecorded(_) | Self::ResultNotFound(_) => Some("result_id"),
+            Self::PaidAtRequired => Some("paid_at"),
+            Self::OrderIdRequired => Some("order_id"),
+        }
+    }
+
+    pub fn kind(&self) -> RefusalKind {
+        match self {
+            Self::PartnerBillNotFound(_)
+            | Self::OrderNotFound(_)
+            | Self::LineNotFound(_)
+            | Self::LockNotFound(_)
+            | Self::ResultNotFound(_) => RefusalKind::NotFound,
+            Self::StreamMismatch { .. }
+            | Self::AdjustedAmountInvalid { .. }
+            | Self::ResultLineMismatch { .. }
+            | Self::PaidAtRequired
+            | Self::OrderIdRequired => RefusalKind::Invalid,
+            _ => RefusalKind::Conflict,
+        }
+    }
+}

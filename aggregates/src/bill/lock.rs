@@ -1,0 +1,260 @@
+//! The bill lock aggregate (stream `<station_id>:<yyyymm>`): the payment locks of one
+//! station-month. At most one live (RESERVED or ACTIVE) lock at a time; only a reserved
+//! lock is activated, only a live one released. Projecting never changes a lock
+//! (R-BILL-6): these commands come from the payment flow. A replay of a reservation,
+//! activation or release that already took effect writes nothing.
+
+use super::commands::{BillLockCommand, LockAction, ReserveLock};
+use super::error::BillError;
+use super::events::{BillLockEvent, BILL_LOCK_AGGREGATE_TYPE};
+use super::values::{BillId, BillMonth};
+use crate::decide::{Decide, InvariantViolation, LedgerRef};
+use cqrs_es::event_sink::EventSink;
+use cqrs_es::Aggregate;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum LockStatus {
+    Reserved,
+    Active,
+    Released,
+}
+
+impl LockStatus {
+    pub fn is_live(self) -> bool {
+        matches!(self, Self::Reserved | Self::Active)
+    }
+}
+
+/// What a lock holds: the line of the published order it reserves the station-month
+/// for, with that publication's identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHold {
+    pub order_id: i64,
+    pub line_id: i64,
+    pub publish_version: i64,
+    pub submit_round: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lock {
+    pub hold: LockHold,
+    pub status: LockStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct BillLocks {
+    /// 0 until the first event.
+    pub station_id: i64,
+    /// Empty until the first event.
+    pub month: String,
+    pub locks: BTreeMap<i64, Lock>,
+}
+
+impl BillLocks {
+    /// The live lock, if any (at most one, by the rule of this stream).
+    pub fn live(&self) -> Option<(i64, &Lock)> {
+        self.locks
+            .iter()
+            .find(|(_, l)| l.status.is_live())
+            .map(|(id, l)| (*id, l))
+    }
+
+    fn same_station_month(&self, station_id: BillId, month: &BillMonth) -> Result<(), BillError> {
+        if self.month.is_empty() {
+            return Ok(());
+        }
+        let stream = format!("{}:{}", self.station_id, self.month);
+        if self.station_id != station_id.get() {
+            return Err(BillError::StreamMismatch {
+                field: "station_id",
+                given: station_id.to_string(),
+                stream,
+            });
+        }
+        if self.month != month.as_str() {
+            return Err(BillError::StreamMismatch {
+                field: "month",
+                given: month.to_string(),
+                stream,
+            });
+        }
+        Ok(())
+    }
+
+    fn reserve(&self, cmd: ReserveLock) -> Result<Vec<BillLockEvent>, BillError> {
+        self.same_station_month(cmd.station_id, &cmd.month)?;
+        let lock_id = cmd.lock_id.get();
+        let hold = LockHold {
+            order_id: cmd.order_id.get(),
+            line_id: cmd.line_id.get(),
+            publish_version: cmd.publish_version.get(),
+            submit_round: cmd.submit_round.get(),
+        };
+        if let Some(have) = self.locks.get(&lock_id) {
+            return if have.hold == hold {
+                Ok(vec![])
+            } else {
+                Err(BillError::LockIdReused(lock_id))
+            };
+        }
+        if let Some((live, _)) = self.live() {
+            return Err(BillError::LockHeld { live });
+        }
+        Ok(vec![BillLockEvent::BillLockReserved {
+            lock_id,
+            station_id: cmd.station_id.get(),
+            month: cmd.month.to_string(),
+            order_id: hold.order_id,
+            line_id: hold.line_id,
+            publish_version: hold.publish_version,
+            submit_round: hold.submit_round,
+            at: cmd.at,
+        }])
+    }
+
+    fn lock(&self, cmd: &LockAction) -> Result<&Lock, BillError> {
+        self.same_station_month(cmd.station_id, &cmd.month)?;
+        let lock_id = cmd.lock_id.get();
+        self.locks
+            .get(&lock_id)
+            .ok_or(BillError::LockNotFound(lock_id))
+    }
+
+    fn activate(&self, cmd: LockAction) -> Result<Vec<BillLockEvent>, BillError> {
+        let lock_id = cmd.lock_id.get();
+        match self.lock(&cmd)?.status {
+            LockStatus::Active => Ok(vec![]),
+            LockStatus::Released => Err(BillError::LockNotReserved(lock_id)),
+            LockStatus::Reserved => Ok(vec![BillLockEvent::BillLockActivated {
+                lock_id,
+                at: cmd.at,
+            }]),
+        }
+    }
+
+    fn release(&self, cmd: LockAction) -> Result<Vec<BillLockEvent>, BillError> {
+        let lock_id = cmd.lock_id.get();
+        match self.lock(&cmd)?.status {
+            LockStatus::Released => Ok(vec![]),
+            LockStatus::Reserved | LockStatus::Active => {
+                Ok(vec![BillLockEvent::BillLockReleased {
+                    lock_id,
+                    at: cmd.at,
+                }])
+            }
+        }
+    }
+}
+
+impl Decide for BillLocks {
+    const SNAPSHOT_VERSION: i32 = 1;
+
+    fn decide(&self, command: BillLockCommand) -> Result<Vec<BillLockEvent>, BillError> {
+        match command {
+            BillLockCommand::ReserveLock(cmd) => self.reserve(cmd),
+            BillLockCommand::ActivateLock(cmd) => self.activate(cmd),
+            BillLockCommand::ReleaseLock(cmd) => self.release(cmd),
+        }
+    }
+
+    fn check(&self, event: &BillLockEvent) -> Result<(), InvariantViolation> {
+        let status = |id: &i64| self.locks.get(id).map(|l| l.status);
+        let ok = match event {
+            BillLockEvent::BillLockReserved {
+                lock_id,
+                station_id,
+                month,
+                ..
+            } => {
+                status(lock_id).is_none()
+                    && self.live().is_none()
+                    && (self.month.is_empty()
+                        || (self.station_id == *station_id && self.month == *month))
+            }
+            BillLockEvent::BillLockActivated { lock_id, .. } => {
+                status(lock_id) == Some(LockStatus::Reserved)
+            }
+            BillLockEvent::BillLockReleased { lock_id, .. } => {
+                status(lock_id).is_some_and(LockStatus::is_live)
+            }
+        };
+        if !ok {
+            return Err(InvariantViolation(format!(
+                "{} does not follow from the locks of {}:{} ({:?})",
+                event.name(),
+                self.station_id,
+                self.month,
+                self.locks
+            )));
+        }
+        Ok(())
+    }
+
+    fn ledger_ref(_event: &BillLockEvent) -> Option<LedgerRef> {
+        None
+    }
+}
+
+impl Aggregate for BillLocks {
+    const TYPE: &'static str = BILL_LOCK_AGGREGATE_TYPE;
+    type Command = BillLockCommand;
+    type Event = BillLockEvent;
+    type Error = BillError;
+    type Services = ();
+
+    async fn handle(
+        &mut self,
+        command: BillLockCommand,
+        _service: &(),
+        sink: &EventSink<Self>,
+    ) -> Result<(), BillError> {
+        for event in self.decide(command)? {
+            sink.write(event, self).await;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, event: BillLockEvent) {
+        debug_assert_eq!(self.check(&event), Ok(()));
+        match event {
+            BillLockEvent::BillLockReserved {
+                lock_id,
+                station_id,
+                month,
+                order_id,
+                line_id,
+                publish_version,
+                submit_round,
+                ..
+            } => {
+                self.station_id = station_id;
+                self.month = month;
+                self.locks.insert(
+                    lock_id,
+                    Lock {
+                        hold: LockHold {
+                            order_id,
+                            line_id,
+                            publish_version,
+                            submit_round,
+                        },
+                        status: LockStatus::Reserved,
+                    },
+                );
+            }
+            BillLockEvent::BillLockActivated { lock_id, .. } => {
+                if let Some(l) = self.locks.get_mut(&lock_id) {
+                    l.status = LockStatus::Active;
+                }
+            }
+            BillLockEvent::BillLockReleased { lock_id, .. } => {
+                if let Some(l) = self.locks.get_mut(&lock_id) {
+                    l.status = LockStatus::Released;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Bill input values: parse, don't validate. Ids are the source system's positive
+//! numeric ids, months are `yyyymm`, money is `i64` minor units. A value that exists
+//! is valid; deserialising refuses anything else with the rule as the message, so the
+//! HTTP edge names the field at fault.
+
+use crate::money::ParseError;
+use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt;
+
+fn rule(text: &str) -> ParseError {
+    // `ParseError::new` is private to `money`; the struct is public.
+    ParseError {
+        rule: text.to_owned(),
+    }
+}
+
+/// A source-system id: a strictly positive integer (bill, diff, account, partner org,
+/// station, order, line, lock and result ids alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct BillId(i64);
+
+impl BillId {
+    pub fn parse(value: i64) -> Result<Self, ParseError> {
+        if value <= 0 {
+            return Err(rule("must be a positive integer id"));
+        }
+        Ok(Self(value))
+    }
+
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl fmt::Display for BillId {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for BillId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // i64::deserialize makes serde_json refuse floats and strings with a type error.
+        let v = i64::deserialize(d)?;
+        BillId::parse(v).map_err(|e| serde::de::Error::custom(e.rule))
+    }
+}
+
+/// Earliest bill year accepted: no resident-income bill predates the source system.
+pub const BILL_YEAR_MIN: u32 = 1970;
+
+/// A bill month, `yyyymm` (six digits, month 01 to 12, year from [`BILL_YEAR_MIN`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct BillMonth(String);
+
+impl BillMonth {
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let bad = || rule("must be a month as yyyymm, e.g. 202609 (month 01 to 12)");
+        if s.len() != 6 || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let year: u32 = s[..4].parse().map_err(|_| bad())?;
+        let month: u32 = s[4..].parse().map_err(|_| bad())?;
+        if year < BILL_YEAR_MIN || !(1..=12).contains(&month) {
+            return Err(bad());
+        }
+        Ok(Self(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for BillMonth {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for BillMonth {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        BillMonth::parse(&s).map_err(|e| serde::de::Error::custom(e.rule))
+    }
+}
+
+/// An amount that cannot be negative (rent, pre_rent, deduction, planned and result
+/// amounts, openings), in minor units; zero is legal (`pre_rent = 0` means "no payment
+/// needed", R-BILL-2 rule 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct NonNegativeMinor(i64);
+
+impl NonNegativeMinor {
+    pub fn parse(value: i64) -> Result<Self, ParseError> {
+        if value < 0 {
+            return Err(rule("must be a non-negative integer number of minor units"));
+        }
+        Ok(Self(value))
+    }
+
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for NonNegativeMinor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = i64::deserialize(d)?;
+        NonNegativeMinor::parse(v).map_err(|e| serde::de::Error::custom(e.rule))
+    }
+}
+
+/// Longest configuration code (payment cycle, rent pay method, change type).
+pub const BILL_CODE_LEN_MAX: usize = 64;
+
+/// A configuration code as the source records it (`MONTHLY`, `SHARE_RULE_COMPOSITE`,
+/// …): 1 to [`BILL_CODE_LEN_MAX`] of `[A-Z0-9_]`. Unknown codes are legal facts — the
+/// decision treats them as "no legal cycle" (R-BILL-4) — so no list is enforced here.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct BillCode(String);
+
+impl BillCode {
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let ok = !s.is_empty()
+            && s.len() <= BILL_CODE_LEN_MAX
+            && s.bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        if !ok {
+            return Err(rule(&format!(
+                "must be a code of 1 to {BILL_CODE_LEN_MAX} characters A-Z, 0-9 or _"
+            )));
+        }
+        Ok(Self(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for BillCode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        BillCode::parse(&s).map_err(|e| serde::de::Error::custom(e.rule))
+    }
+}
+
+/// The stream id of a station-month (`<station_id>:<yyyymm>`), shared by the
+/// station-month facts and its lock.
+pub fn station_month_stream_id(station_id: BillId, month: &BillMonth) -> String {
+    format!("{station_id}:{month}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_positive_integers() {
+        assert!(BillId::parse(1).is_ok());
+        assert!(BillId::parse(0).is_err());
+        assert!(BillId::parse(-3).is_err());
+        assert!(serde_json::from_str::<BillId>("1.5").is_err());
+        assert!(serde_json::from_str::<BillId>("\"7\"").is_err());
+    }
+
+    #[test]
+    fn months_are_valid_yyyymm() {
+        for ok in ["202601", "202612", "197001"] {
+            assert!(BillMonth::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "202600", "202613", "2026-01", "20261", "2026011", "196912", "abcdef",
+        ] {
+            assert!(BillMonth::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn amounts_may_be_zero_but_not_negative() {
+        assert_eq!(NonNegativeMinor::parse(0).map(NonNegativeMinor::get), Ok(0));
+        assert!(NonNegativeMinor::parse(-1).is_err());
+        assert!(serde_json::from_str::<NonNegativeMinor>("10.0").is_err());
+    }
+
+    #[test]
+    fn codes_are_upper_snake_case_and_bounded() {
+        assert!(BillCode::parse("MONTH_PAY_PREVIOUS_MONTH").is_ok());
+        assert!(BillCode::parse("").is_err());
+        assert!(BillCode::parse("monthly").is_err());
+        assert!(BillCode::parse(&"A".repeat(BILL_CODE_LEN_MAX + 1)).is_err());
+    }
+
+    #[test]
+    fn a_station_month_stream_is_station_colon_month() {
+        let id = station_month_stream_id(
+            BillId::parse(100).unwrap(),
+            &BillMonth::parse("202609").unwrap(),
+        );
+        assert_eq!(id, "100:202609");
+    }
+}
