@@ -133,10 +133,16 @@ both_backends!(
             .await
             .unwrap();
         let a = &app.admin;
-        // Submitting kicks the jobs after commit: they run at once.
-        for _ in 0..500 {
-            let (_, page) = app.get("/v1/jobs?kind=test_ops&status=PENDING", a).await;
-            if page["jobs"].as_array().unwrap().is_empty() {
+        // Submitting kicks the jobs after commit: they run at once. Wait (bounded:
+        // 30 s on a loaded machine) until neither is pending or running any more.
+        for _ in 0..3_000 {
+            let mut busy = false;
+            for status in ["PENDING", "RUNNING"] {
+                let path = format!("/v1/jobs?kind=test_ops&status={status}");
+                let (_, page) = app.get(&path, a).await;
+                busy |= !page["jobs"].as_array().unwrap().is_empty();
+            }
+            if !busy {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
