@@ -13,6 +13,8 @@
 
 pub mod decision;
 pub mod facts;
+pub mod fold;
+pub mod tables;
 #[cfg(test)]
 mod tests;
 
