@@ -4,6 +4,7 @@
 mod affiliate;
 mod affiliate_commands;
 mod audit;
+mod bill_reads;
 mod callbacks;
 mod cron;
 mod jobs;
@@ -79,6 +80,10 @@ pub fn router(state: AppState) -> Router {
             post(affiliate_commands::ingest).layer(axum::extract::DefaultBodyLimit::max(
                 affiliate_commands::INGEST_BODY_BYTES_MAX,
             )),
+        )
+        .route(
+            "/v1/bills/{station_id}/{yyyymm}",
+            get(bill_reads::get_station_month),
         )
         .route("/v1/commissions", get(affiliate::list_commissions))
         .route(
