@@ -684,7 +684,7 @@ async fn assemble(tx: &mut Tx, sm: StationMonth) -> Result<Option<Assembled>, St
         &mut seen,
         &STATIONS,
         "WHERE station_id = ?",
-        &[s.clone()],
+        std::slice::from_ref(&s),
     )
     .await?;
     let station = fold::station_of(rows.first()).map_err(bad(0))?;

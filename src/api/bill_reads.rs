@@ -12,7 +12,7 @@ use axum::Json;
 use factledger_projections::bill::tables::{
     CUSTOMER_BILL, CUSTOMER_BILL_PARTNER, DECISIONS, DECISION_FINDINGS, MONTHLY_INCOME_DIFFERENCE,
 };
-use factledger_projections::bill::{StationMonth, YearMonth};
+use factledger_projections::bill::{fold, StationMonth, YearMonth};
 use factledger_projections::table::{Cell, MemRow, TableDef};
 use serde_json::{json, Map, Value};
 
@@ -65,6 +65,62 @@ fn month(raw: &str) -> Result<YearMonth, Problem> {
     })
 }
 
+/// Reads of one station-month tried before giving up with 503: each read is retried
+/// when the projector committed a batch in the middle of it.
+pub const READ_ATTEMPTS_MAX: usize = 5;
+
+/// The five rows of a station-month as of one projector checkpoint: the projector
+/// writes a batch's rows and its checkpoint in one transaction, so rows read while
+/// the checkpoint did not move belong together (never a new decision beside an old
+/// bill row).
+async fn consistent_read(
+    state: &AppState,
+    sm: StationMonth,
+) -> Result<(i64, [Option<Value>; 5]), Problem> {
+    let checkpoint = || async {
+        state
+            .projections
+            .checkpoint(fold::NAME, fold::VERSION)
+            .await
+            .map_err(|e| Problem::internal(e.to_string()))
+    };
+    let here = [Cell::Int(sm.station_id), Cell::Text(sm.month.to_string())];
+    let by_month = "WHERE station_id = ? AND bill_yearmonth = ?";
+    for _ in 0..READ_ATTEMPTS_MAX {
+        let before = checkpoint().await?;
+        let customer_bill = first(state, &CUSTOMER_BILL, by_month, &here).await?;
+        let difference = first(
+            state,
+            &MONTHLY_INCOME_DIFFERENCE,
+            "WHERE station_id = ? AND share_month = ?",
+            &here,
+        )
+        .await?;
+        let partner_bill = first(
+            state,
+            &CUSTOMER_BILL_PARTNER,
+            "WHERE decided_station_month = ?",
+            &[Cell::Text(sm.to_string())],
+        )
+        .await?;
+        let decision = first(state, &DECISIONS, by_month, &here).await?;
+        let finding = first(state, &DECISION_FINDINGS, by_month, &here).await?;
+        if checkpoint().await? == before {
+            return Ok((
+                before,
+                [customer_bill, difference, partner_bill, decision, finding],
+            ));
+        }
+    }
+    Err(Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "PROJECTION_BUSY",
+        format!(
+            "the bill projection moved during each of {READ_ATTEMPTS_MAX} reads of {sm}; retry"
+        ),
+    ))
+}
+
 /// The three bill rows of a station-month and the decision (or finding) behind them.
 #[tracing::instrument(skip_all, fields(station_id = %raw_station, yyyymm = %raw_month, actor = %caller.principal.actor()))]
 pub async fn get_station_month(
@@ -76,25 +132,8 @@ pub async fn get_station_month(
         station_id: station_id(&raw_station)?,
         month: month(&raw_month)?,
     };
-    let here = [Cell::Int(sm.station_id), Cell::Text(sm.month.to_string())];
-    let by_month = "WHERE station_id = ? AND bill_yearmonth = ?";
-    let customer_bill = first(&state, &CUSTOMER_BILL, by_month, &here).await?;
-    let difference = first(
-        &state,
-        &MONTHLY_INCOME_DIFFERENCE,
-        "WHERE station_id = ? AND share_month = ?",
-        &here,
-    )
-    .await?;
-    let partner_bill = first(
-        &state,
-        &CUSTOMER_BILL_PARTNER,
-        "WHERE decided_station_month = ?",
-        &[Cell::Text(sm.to_string())],
-    )
-    .await?;
-    let decision = first(&state, &DECISIONS, by_month, &here).await?;
-    let finding = first(&state, &DECISION_FINDINGS, by_month, &here).await?;
+    let (position, rows) = consistent_read(&state, sm).await?;
+    let [customer_bill, difference, partner_bill, decision, finding] = rows;
     if customer_bill.is_none() && difference.is_none() && decision.is_none() && finding.is_none() {
         return Err(Problem::new(
             StatusCode::NOT_FOUND,
@@ -104,6 +143,7 @@ pub async fn get_station_month(
     }
     Ok(Json(json!({
         "station_month": sm.to_string(),
+        "position": position,
         "fi_customer_bill": customer_bill,
         "fi_customer_bill_partner": partner_bill,
         "fi_monthly_income_difference": difference,
