@@ -805,6 +805,38 @@ both_backends!(
     }
 );
 
+both_backends!(
+    a_bill_event_that_cannot_apply_stops_the_projector_right_before_it,
+    |db: TestDb| async move {
+        let f = Facts::new(&db);
+        fixture(&f).await;
+        // A conclusion withdrawn on a line never recorded: no fact row to update.
+        f.order(
+            999,
+            json!({"type": "UnqualifiedWithdrawn", "order_id": 999, "line_id": 9999,
+                   "actor": "ops", "reason": "typo", "at": f.now()}),
+        )
+        .await;
+        let bad = db.store.head_position().await.expect("head");
+        f.small_bill(120, "202609", 1209, 101, 10).await;
+        let p = projections(&db).await;
+        let err = bill_projection::catch_up(&db.store, &p)
+            .await
+            .expect_err("stops at the bad event");
+        let factledger::projection::RunnerError::Projection(e) = err else {
+            panic!("a projection error: {err}")
+        };
+        assert_eq!(e.global_position, bad);
+        assert_eq!(
+            p.checkpoint("bill", 1).await.expect("checkpoint"),
+            bad - 1,
+            "everything before it is applied"
+        );
+        assert!(row_of(&p, &DECISIONS, 100, "202609").await.is_some());
+        assert!(row_of(&p, &CUSTOMER_BILL, 120, "202609").await.is_none());
+    }
+);
+
 /// The tables now are exactly `expected`; a difference names the table and the row.
 async fn same_tables(p: &ProjectionDb, expected: &[(&'static str, Vec<MemRow>)], what: &str) {
     let now = bill_projection::dump(p).await.expect("dump");
