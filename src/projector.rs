@@ -215,6 +215,10 @@ macro_rules! advance {
     }};
 }
 
+/// The bill projector's runner (`src/bill_projection.rs`) moves its checkpoint the
+/// same way.
+pub(crate) use advance;
+
 type Batch = Vec<(i64, Vec<RowChange>)>;
 
 /// Write a batch of rows and move the checkpoint `from → to`, atomically.

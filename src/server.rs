@@ -324,6 +324,12 @@ pub async fn start_with(
             Some(stall_alerts.clone()),
         ));
     }
+    // The bill projector reads its own fact rows: a runner path of its own.
+    projection_statuses.push(crate::bill_projection::spawn(
+        db.store.clone(),
+        db.projections.clone(),
+        Some(stall_alerts.clone()),
+    ));
     let state = AppState {
         wallets: CommandBus::start(db.store.clone()),
         projections: db.projections,

@@ -474,7 +474,8 @@ both_backends!(
                 "wallet",
                 "affiliate_orders",
                 "commission_records",
-                "campaign_usage"
+                "campaign_usage",
+                "bill"
             ]
         );
     }
@@ -571,12 +572,12 @@ both_backends!(
         // Each stops right before its own bad event; the orders and campaign
         // projectors reach the head.
         let list = wait_projections(&app, "two stopped, the others at the head", |l| {
-            l.len() == 4
+            l.len() == 5
                 && l.iter()
                     .any(|s| s["name"] == "wallet" && s["error_position"] == credit)
                 && l.iter()
                     .any(|s| s["name"] == "commission_records" && s["error_position"] == frozen)
-                && ["affiliate_orders", "campaign_usage"]
+                && ["affiliate_orders", "campaign_usage", "bill"]
                     .iter()
                     .all(|n| l.iter().any(|s| s["name"] == *n && s["position"] == head))
         })

@@ -4,6 +4,7 @@
 mod affiliate;
 mod affiliate_commands;
 mod audit;
+mod bill_reads;
 mod bills;
 mod callbacks;
 mod cron;
@@ -80,6 +81,10 @@ pub fn router(state: AppState) -> Router {
             post(affiliate_commands::ingest).layer(axum::extract::DefaultBodyLimit::max(
                 affiliate_commands::INGEST_BODY_BYTES_MAX,
             )),
+        )
+        .route(
+            "/v1/bills/{station_id}/{yyyymm}",
+            get(bill_reads::get_station_month),
         )
         .route("/v1/commissions", get(affiliate::list_commissions))
         .route(

@@ -9,6 +9,7 @@
 
 use super::BillError;
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use std::fmt;
 
 /// A bill month, `yyyymm`. Ordered by time.
@@ -60,6 +61,13 @@ impl YearMonth {
     }
 }
 
+/// `"yyyymm"`, as the tables and business keys spell it (the facts JSON of a decision).
+impl Serialize for YearMonth {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl fmt::Display for YearMonth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:04}{:02}", self.year, self.month)
@@ -90,6 +98,13 @@ impl StationMonth {
     }
 }
 
+/// `"<station_id>:<yyyymm>"`.
+impl Serialize for StationMonth {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl fmt::Display for StationMonth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.station_id, self.month)
@@ -97,7 +112,7 @@ impl fmt::Display for StationMonth {
 }
 
 /// Everything [`decide`](super::decide) reads for one station-month.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct BillFacts {
     pub station_month: StationMonth,
     /// The resident's bill of this station-month (`fi_customer_bill`). At most one:
@@ -139,7 +154,7 @@ pub struct BillFacts {
     pub unqualified_conclusions: Vec<UnqualifiedConclusion>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SmallBill {
     pub id: i64,
     pub account_id: i64,
@@ -147,14 +162,14 @@ pub struct SmallBill {
 }
 
 /// One small bill of the account, as the rent sum reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct SmallBillRent {
     pub account_id: i64,
     pub month: YearMonth,
     pub rent_minor: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct CustomerAccount {
     pub id: i64,
     /// Rent is payable from this month on.
@@ -164,7 +179,7 @@ pub struct CustomerAccount {
     pub current_payable_cutoff_month: Option<YearMonth>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PartnerBill {
     pub id: i64,
     pub partner_account_id: i64,
@@ -179,13 +194,13 @@ pub struct PartnerBill {
     pub repushed_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Diff {
     pub id: i64,
     pub partner_bill_id: Option<i64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PartnerAccount {
     pub id: i64,
     pub partner_org_id: i64,
@@ -193,7 +208,7 @@ pub struct PartnerAccount {
     pub platform_station_id: Option<i64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PartnerBillDeduction {
     pub partner_account_id: i64,
     pub month: YearMonth,
@@ -202,7 +217,7 @@ pub struct PartnerBillDeduction {
 
 /// The partner profile as recorded. "Not configured" is a fact of its own; a profile
 /// never recorded at all is not the same thing (R-BILL-1 [dev], seed §9.3).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum PartnerProfile {
     /// No profile event for the partner org: the decision fails (an error finding),
     /// never a silent null check.
@@ -217,7 +232,7 @@ pub enum PartnerProfile {
 
 /// The partner profile's default payment cycle (seed §7.2: the profile's default,
 /// not a history of cycles).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum PaymentCycle {
     /// `MONTH_PAY_PREVIOUS_MONTH`: the cutoff is the target month itself; do not
     /// subtract a month because of the name (seed §5.3).
@@ -252,19 +267,19 @@ impl PaymentCycle {
 }
 
 /// Station facts composite cycles read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct StationFacts {
     pub record_way: Option<RecordWay>,
     pub share_rule: Option<ShareRule>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum RecordWay {
     NaturalPerson,
     NonNaturalPerson,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShareRule {
     /// The rent payment method: the cycle the share rule pays by.
     pub rent_pay_method: RentPayMethod,
@@ -276,7 +291,7 @@ pub struct ShareRule {
     pub latest_generated_bill_month: Option<YearMonth>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum RentPayMethod {
     Monthly,
     Quarterly,
@@ -287,7 +302,7 @@ pub enum RentPayMethod {
 
 /// The business account key the cumulative paid and the opening paid balance use
 /// (seed §4.5).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub enum AccountRoute {
     /// `small_station_id + partner_org_id`.
     #[default]
@@ -297,7 +312,7 @@ pub enum AccountRoute {
     Platform,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct OpeningPaidBalance {
     pub id: i64,
     pub small_station_id: i64,
@@ -307,7 +322,7 @@ pub struct OpeningPaidBalance {
     pub updated_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct OpeningDeduction {
     pub id: i64,
     pub partner_account_id: i64,
@@ -318,7 +333,7 @@ pub struct OpeningDeduction {
 }
 
 /// A payment order's master status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum OrderStatus {
     Draft,
     InReview,
@@ -331,7 +346,7 @@ pub enum OrderStatus {
     Void,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PaymentOrder {
     pub id: i64,
     pub status: OrderStatus,
@@ -344,14 +359,14 @@ pub struct PaymentOrder {
     pub treasury: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum LineKind {
     Payable,
     Unqualified,
 }
 
 /// A line's own status, beside its latest result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum LineStatus {
     Unpaid,
     Paid,
@@ -363,7 +378,7 @@ pub enum LineStatus {
     UnqualifiedIneffective,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct BillLine {
     pub id: i64,
     pub order_id: i64,
@@ -383,14 +398,14 @@ pub struct BillLine {
     pub deleted: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum LockStatus {
     Reserved,
     Active,
     Released,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct BillLock {
     pub id: i64,
     pub order_id: i64,
@@ -402,7 +417,7 @@ pub struct BillLock {
     pub locked_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ResultStatus {
     /// Sent, no final outcome yet.
     Paying,
@@ -411,14 +426,14 @@ pub enum ResultStatus {
     Fail,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ResultType {
     /// `NORMAL_PAYMENT(10)`.
     NormalPayment,
     Other,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ResultSource {
     /// `TREASURY(10)`.
     Treasury,
@@ -428,7 +443,7 @@ pub enum ResultSource {
     Other,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PaymentResult {
     pub id: i64,
     pub small_station_id: i64,
@@ -445,7 +460,7 @@ pub struct PaymentResult {
 }
 
 /// An unqualified conclusion on an UNQUALIFIED line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UnqualifiedConclusion {
     pub order_id: i64,
     pub line_id: i64,

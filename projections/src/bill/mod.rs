@@ -13,10 +13,12 @@
 
 pub mod decision;
 pub mod facts;
+pub mod fold;
 pub mod inspect;
 pub mod order_status;
 pub mod refresh;
 pub mod snapshot;
+pub mod tables;
 #[cfg(test)]
 mod tests;
 

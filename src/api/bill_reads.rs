@@ -1,0 +1,153 @@
+//! Bill reads (issue 6 item 8): `GET /v1/bills/{station_id}/{yyyymm}` — the three bill
+//! rows of a station-month and its decision: the rule that fired (e.g.
+//! `"decided_by":"R8 partial payment"`), the partner-query rule and the facts it read,
+//! so an operator sees why; or the error finding when the decision failed. Every role
+//! may read.
+
+use super::{AppState, Caller, Problem};
+use crate::projector::select_rows;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use factledger_projections::bill::tables::{
+    CUSTOMER_BILL, CUSTOMER_BILL_PARTNER, DECISIONS, DECISION_FINDINGS, MONTHLY_INCOME_DIFFERENCE,
+};
+use factledger_projections::bill::{fold, StationMonth, YearMonth};
+use factledger_projections::table::{Cell, MemRow, TableDef};
+use serde_json::{json, Map, Value};
+
+/// A row as JSON: integers, text and nulls as stored; `facts_json` parsed back.
+fn row_json(row: &MemRow) -> Value {
+    let mut out = Map::new();
+    for (name, cell) in row {
+        let v = match cell {
+            Cell::Null => Value::Null,
+            Cell::Int(i) => json!(i),
+            Cell::Text(s) if *name == "facts_json" => {
+                serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))
+            }
+            Cell::Text(s) => json!(s),
+        };
+        let name = if *name == "facts_json" { "facts" } else { name };
+        out.insert(name.to_owned(), v);
+    }
+    Value::Object(out)
+}
+
+async fn first(
+    state: &AppState,
+    def: &TableDef,
+    tail: &str,
+    args: &[Cell],
+) -> Result<Option<Value>, Problem> {
+    let rows = select_rows(&state.projections, def, tail, args)
+        .await
+        .map_err(|e| Problem::internal(e.to_string()))?;
+    Ok(rows.first().map(row_json))
+}
+
+/// The path's station id: a positive integer.
+fn station_id(raw: &str) -> Result<i64, Problem> {
+    match raw.parse::<i64>() {
+        Ok(id) if id > 0 && raw.bytes().all(|b| b.is_ascii_digit()) => Ok(id),
+        _ => Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "INVALID_FIELD",
+            format!("station_id `{raw}` is not a positive integer"),
+        )
+        .field("station_id")),
+    }
+}
+
+fn month(raw: &str) -> Result<YearMonth, Problem> {
+    YearMonth::parse(raw).map_err(|e| {
+        Problem::new(StatusCode::BAD_REQUEST, "INVALID_FIELD", e.to_string()).field("yyyymm")
+    })
+}
+
+/// Reads of one station-month tried before giving up with 503: each read is retried
+/// when the projector committed a batch in the middle of it.
+pub const READ_ATTEMPTS_MAX: usize = 5;
+
+/// The five rows of a station-month as of one projector checkpoint: the projector
+/// writes a batch's rows and its checkpoint in one transaction, so rows read while
+/// the checkpoint did not move belong together (never a new decision beside an old
+/// bill row).
+async fn consistent_read(
+    state: &AppState,
+    sm: StationMonth,
+) -> Result<(i64, [Option<Value>; 5]), Problem> {
+    let checkpoint = || async {
+        state
+            .projections
+            .checkpoint(fold::NAME, fold::VERSION)
+            .await
+            .map_err(|e| Problem::internal(e.to_string()))
+    };
+    let here = [Cell::Int(sm.station_id), Cell::Text(sm.month.to_string())];
+    let by_month = "WHERE station_id = ? AND bill_yearmonth = ?";
+    for _ in 0..READ_ATTEMPTS_MAX {
+        let before = checkpoint().await?;
+        let customer_bill = first(state, &CUSTOMER_BILL, by_month, &here).await?;
+        let difference = first(
+            state,
+            &MONTHLY_INCOME_DIFFERENCE,
+            "WHERE station_id = ? AND share_month = ?",
+            &here,
+        )
+        .await?;
+        let partner_bill = first(
+            state,
+            &CUSTOMER_BILL_PARTNER,
+            "WHERE decided_station_month = ?",
+            &[Cell::Text(sm.to_string())],
+        )
+        .await?;
+        let decision = first(state, &DECISIONS, by_month, &here).await?;
+        let finding = first(state, &DECISION_FINDINGS, by_month, &here).await?;
+        if checkpoint().await? == before {
+            return Ok((
+                before,
+                [customer_bill, difference, partner_bill, decision, finding],
+            ));
+        }
+    }
+    Err(Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "PROJECTION_BUSY",
+        format!(
+            "the bill projection moved during each of {READ_ATTEMPTS_MAX} reads of {sm}; retry"
+        ),
+    ))
+}
+
+/// The three bill rows of a station-month and the decision (or finding) behind them.
+#[tracing::instrument(skip_all, fields(station_id = %raw_station, yyyymm = %raw_month, actor = %caller.principal.actor()))]
+pub async fn get_station_month(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((raw_station, raw_month)): Path<(String, String)>,
+) -> Result<Json<Value>, Problem> {
+    let sm = StationMonth {
+        station_id: station_id(&raw_station)?,
+        month: month(&raw_month)?,
+    };
+    let (position, rows) = consistent_read(&state, sm).await?;
+    let [customer_bill, difference, partner_bill, decision, finding] = rows;
+    if customer_bill.is_none() && difference.is_none() && decision.is_none() && finding.is_none() {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+            format!("station-month {sm} has no small bill and no diff"),
+        ));
+    }
+    Ok(Json(json!({
+        "station_month": sm.to_string(),
+        "position": position,
+        "fi_customer_bill": customer_bill,
+        "fi_customer_bill_partner": partner_bill,
+        "fi_monthly_income_difference": difference,
+        "decision": decision,
+        "finding": finding,
+    })))
+}

@@ -1,0 +1,1150 @@
+//! The bill projector (SPEC R-BILL-1 … R-BILL-7, issue 6 items 3 and 8): the runner
+//! around the pure fold and decision of `factledger_projections::bill`.
+//!
+//! Events of [`BILL_AGGREGATE_TYPES`] are read in global order in batches of
+//! [`BATCH_EVENTS_MAX`]; in ONE transaction per batch each event is folded into the
+//! fact tables (`bill_fact_*`, latest wins), the station-months it affects are
+//! resolved against the fact tables before and after its write, and then every
+//! affected station-month is recomputed from the fact tables of the same transaction
+//! ([`recompute_in`]: assemble [`BillFacts`], `decide`, write the three bill rows and
+//! the decision or error finding, mode ALL), and the checkpoint moves by
+//! compare-and-set exactly like the generic runner's (`projector::advance!`).
+//!
+//! Why not a `projector::Projector`: that trait's `project` is a pure function of one
+//! event with no read of earlier rows, while a bill decision reads every fact of its
+//! station-month and across months (rent, deduction and cumulative paid sums). So the
+//! bill projector is a second runner path: its own batch step, the generic runner's
+//! checkpoint compare-and-set, and `projection::spawn_runner` for the loop, status,
+//! metrics and stall alerts.
+//!
+//! Recomputing a set of station-months on demand ([`recompute_station_months`]) is
+//! the scoped rebuild and what R-BILL-8 refresh requests reuse.
+
+use crate::projection::{ProjectionDb, RunnerError, SharedStatus, StallAlerts};
+use crate::projector::{mysql_cells, sqlite_cells};
+use crate::store::{time_text, DynStore, StoredEvent};
+use factledger_aggregates::bill::BILL_AGGREGATE_TYPES;
+use factledger_projections::bill::fold::{
+    self, fact_time_column, FactOp, Finding, Folded, Projected, Touch, NAME, VERSION,
+};
+use factledger_projections::bill::tables::{
+    CUSTOMER_ACCOUNTS, CUSTOMER_BILL, CUSTOMER_BILL_PARTNER, DECISIONS, DECISION_FINDINGS,
+    DECISION_TABLES, DIFFS, FACT_TABLES, LINES, LOCKS, MONTHLY_INCOME_DIFFERENCE,
+    OPENING_DEDUCTIONS, OPENING_PAID, ORDERS, PARTNER_ACCOUNTS, PARTNER_BILLS, PARTNER_PROFILES,
+    PARTNER_REPUSHES, RESULTS, SETTINGS, SMALL_BILLS, STATIONS,
+};
+use factledger_projections::bill::{AccountRoute, BillFacts, PartnerProfile, StationMonth};
+use factledger_projections::table::{Cell, ColType, Column, MemRow, TableDef};
+use factledger_projections::ProjectionError;
+use std::collections::BTreeSet;
+
+/// Events read and applied per transaction (the other runners' batch).
+pub const BATCH_EVENTS_MAX: i64 = crate::projection::BATCH_EVENTS_MAX;
+
+/// Why one step of the bill projector failed.
+#[derive(Debug)]
+enum Step {
+    /// The event at `position` (or, for a recomputation, the last event of its batch)
+    /// cannot be applied: the projector stops right before it.
+    Event {
+        position: i64,
+        reason: String,
+    },
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Step {
+    fn from(e: sqlx::Error) -> Self {
+        Step::Database(e)
+    }
+}
+
+impl Step {
+    fn into_runner(self) -> RunnerError {
+        match self {
+            Step::Database(e) => RunnerError::Database(e),
+            Step::Event { position, reason } => RunnerError::Projection(ProjectionError {
+                projection: NAME,
+                global_position: position,
+                reason,
+            }),
+        }
+    }
+}
+
+/// A transaction on either backend; every statement is the same SQL on both.
+enum Tx {
+    Mysql(sqlx::Transaction<'static, sqlx::MySql>),
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+}
+
+/// Bind `$args` (cells) to `$q` in order.
+macro_rules! bind_cells {
+    ($q:expr, $args:expr) => {{
+        let mut q = $q;
+        for a in $args {
+            q = match a {
+                Cell::Null => q.bind(None::<String>),
+                Cell::Int(i) => q.bind(*i),
+                Cell::Text(s) => q.bind(s.as_str()),
+            };
+        }
+        q
+    }};
+}
+
+impl Tx {
+    async fn begin(db: &ProjectionDb) -> Result<Tx, sqlx::Error> {
+        Ok(match db {
+            ProjectionDb::Mysql(p) => Tx::Mysql(p.begin().await?),
+            ProjectionDb::Sqlite(p) => Tx::Sqlite(p.begin().await?),
+        })
+    }
+
+    async fn commit(self) -> Result<(), sqlx::Error> {
+        match self {
+            Tx::Mysql(t) => t.commit().await,
+            Tx::Sqlite(t) => t.commit().await,
+        }
+    }
+
+    async fn exec(&mut self, sql: &str, args: &[Cell]) -> Result<u64, sqlx::Error> {
+        Ok(match self {
+            Tx::Mysql(t) => bind_cells!(sqlx::query(sql), args)
+                .execute(&mut **t)
+                .await?
+                .rows_affected(),
+            Tx::Sqlite(t) => bind_cells!(sqlx::query(sql), args)
+                .execute(&mut **t)
+                .await?
+                .rows_affected(),
+        })
+    }
+
+    /// Rows of `sql`, decoded by position as `columns`.
+    async fn fetch(
+        &mut self,
+        sql: &str,
+        args: &[Cell],
+        columns: &[Column],
+    ) -> Result<Vec<MemRow>, sqlx::Error> {
+        match self {
+            Tx::Mysql(t) => bind_cells!(sqlx::query(sql), args)
+                .fetch_all(&mut **t)
+                .await?
+                .iter()
+                .map(|r| mysql_cells(r, columns))
+                .collect(),
+            Tx::Sqlite(t) => bind_cells!(sqlx::query(sql), args)
+                .fetch_all(&mut **t)
+                .await?
+                .iter()
+                .map(|r| sqlite_cells(r, columns))
+                .collect(),
+        }
+    }
+
+    /// Every column of `def`'s rows matching `tail`.
+    async fn rows(
+        &mut self,
+        def: &TableDef,
+        tail: &str,
+        args: &[Cell],
+    ) -> Result<Vec<MemRow>, sqlx::Error> {
+        let sql = crate::projector::select_sql(def, tail);
+        self.fetch(&sql, args, def.columns).await
+    }
+
+    async fn row(
+        &mut self,
+        def: &TableDef,
+        tail: &str,
+        args: &[Cell],
+    ) -> Result<Option<MemRow>, sqlx::Error> {
+        Ok(self.rows(def, tail, args).await?.into_iter().next())
+    }
+
+    /// Move the checkpoint `from → to` by the generic runner's compare-and-set.
+    async fn advance(&mut self, from: i64, to: i64) -> Result<bool, sqlx::Error> {
+        Ok(match self {
+            Tx::Mysql(t) => {
+                let conn = &mut **t;
+                crate::projector::advance!(conn, NAME, from, to)
+            }
+            Tx::Sqlite(t) => {
+                let conn = &mut **t;
+                crate::projector::advance!(conn, NAME, from, to)
+            }
+        })
+    }
+
+    /// Lock the checkpoint row for a rebuild (the runner's compare-and-set waits on
+    /// it and then finds it moved or not); false when a rebuild holds it.
+    async fn lock_checkpoint(&mut self) -> Result<bool, sqlx::Error> {
+        let locked = self
+            .exec(
+                "UPDATE projection_checkpoints SET updated_at = ? WHERE name = ? AND hold IS NULL",
+                &[Cell::Text(time_text(&chrono::Utc::now())), Cell::text(NAME)],
+            )
+            .await?;
+        Ok(locked == 1)
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Folding events into the fact tables.
+
+fn bad(position: i64) -> impl Fn(String) -> Step {
+    move |reason| Step::Event { position, reason }
+}
+
+/// The values of `def`'s columns in storage order, from a row that must hold them all.
+fn ordered(def: &TableDef, row: &[(&'static str, Cell)]) -> Result<Vec<Cell>, String> {
+    def.columns
+        .iter()
+        .map(|c| {
+            row.iter()
+                .find(|(n, _)| *n == c.name)
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| format!("{}: column {} missing", def.name, c.name))
+        })
+        .collect()
+}
+
+fn insert_sql(verb: &str, table: &str, columns: &[&str]) -> String {
+    let marks = vec!["?"; columns.len()].join(", ");
+    format!(
+        "{verb} INTO {table} ({}) VALUES ({marks})",
+        columns.join(", ")
+    )
+}
+
+/// Write one fact op. `REPLACE INTO` is the same on both backends.
+async fn write_op(tx: &mut Tx, op: &FactOp, position: i64) -> Result<(), Step> {
+    match op {
+        FactOp::Put { table, row } => {
+            let values = ordered(table, row).map_err(bad(position))?;
+            let names: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
+            tx.exec(&insert_sql("REPLACE", table.name, &names), &values)
+                .await?;
+            if table.name == PARTNER_BILLS.name {
+                let row: MemRow = row.iter().cloned().collect();
+                let (id, identity) = fold::partner_bill_identity(&row).map_err(bad(position))?;
+                ensure_partner_row(tx, id, &identity).await?;
+            }
+        }
+        FactOp::Set { table, key, set } => {
+            let mut sets = Vec::new();
+            let mut values = Vec::new();
+            for (n, v) in set {
+                sets.push(format!("{n} = ?"));
+                values.push(v.clone());
+            }
+            let mut wheres = Vec::new();
+            for (n, v) in key {
+                wheres.push(format!("{n} = ?"));
+                values.push(v.clone());
+            }
+            let sql = format!(
+                "UPDATE {} SET {} WHERE {}",
+                table.name,
+                sets.join(", "),
+                wheres.join(" AND ")
+            );
+            // Both backends count matched rows (sqlx asks MariaDB for CLIENT_FOUND_ROWS).
+            if tx.exec(&sql, &values).await? != 1 {
+                return Err(Step::Event {
+                    position,
+                    reason: format!("{sql}: no recorded row to update ({key:?})"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The partner bill's row in `fi_customer_bill_partner`: identity columns from its
+/// fact; inserted with an empty payment projection the first time.
+async fn ensure_partner_row(
+    tx: &mut Tx,
+    id: i64,
+    identity: &[(&'static str, Cell)],
+) -> Result<(), Step> {
+    let sets: Vec<String> = identity.iter().map(|(n, _)| format!("{n} = ?")).collect();
+    let mut values: Vec<Cell> = identity.iter().map(|(_, v)| v.clone()).collect();
+    values.push(Cell::Int(id));
+    let sql = format!(
+        "UPDATE {} SET {} WHERE id = ?",
+        CUSTOMER_BILL_PARTNER.name,
+        sets.join(", ")
+    );
+    if tx.exec(&sql, &values).await? == 0 {
+        let mut names = vec!["id"];
+        names.extend(identity.iter().map(|(n, _)| *n));
+        let mut values = vec![Cell::Int(id)];
+        values.extend(identity.iter().map(|(_, v)| v.clone()));
+        tx.exec(
+            &insert_sql("INSERT", CUSTOMER_BILL_PARTNER.name, &names),
+            &values,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------
+// Which station-months a touch affects.
+
+const STATION_MONTH_COLUMNS: &[Column] = &[
+    Column {
+        name: "station_id",
+        ty: ColType::Int,
+    },
+    Column {
+        name: "month",
+        ty: ColType::Text,
+    },
+];
+
+/// Every station-month with a small bill or a diff at a station (optionally from a
+/// month on): the station-months that can have rows.
+const STATION_SQL: &str = "SELECT station_id, bill_yearmonth FROM bill_fact_small_bills \
+     WHERE station_id = ? AND bill_yearmonth >= ? \
+     UNION SELECT station_id, share_month FROM bill_fact_diffs \
+     WHERE station_id = ? AND share_month >= ?";
+
+/// Station-months whose diff links a partner bill of an account matching `{}`.
+fn by_partner_account(condition: &str) -> String {
+    format!(
+        "SELECT d.station_id, d.share_month FROM bill_fact_diffs d \
+         JOIN bill_fact_partner_bills pb ON pb.partner_bill_id = d.partner_bill_id \
+         JOIN bill_fact_partner_accounts pa ON pa.partner_account_id = pb.partner_account_id \
+         WHERE {condition}"
+    )
+}
+
+/// A month lower than every `yyyymm`: "from the first month on".
+const MONTH_MIN: &str = "000000";
+
+async fn station_months(
+    tx: &mut Tx,
+    sql: &str,
+    args: &[Cell],
+    into: &mut BTreeSet<StationMonth>,
+) -> Result<(), Step> {
+    for row in tx.fetch(sql, args, STATION_MONTH_COLUMNS).await? {
+        let station_id = fold::int_of(&row, "station_id").map_err(bad(0))?;
+        let month = fold::month_of(&row, "month").map_err(bad(0))?;
+        into.insert(StationMonth { station_id, month });
+    }
+    Ok(())
+}
+
+async fn station_from(
+    tx: &mut Tx,
+    station_id: i64,
+    month: &str,
+    into: &mut BTreeSet<StationMonth>,
+) -> Result<(), Step> {
+    let (s, m) = (Cell::Int(station_id), Cell::text(month));
+    station_months(tx, STATION_SQL, &[s.clone(), m.clone(), s, m], into).await
+}
+
+/// Station-months whose partner accounts (the platform station's accounts of their
+/// partner bill's account) include `partner_account_id`.
+async fn account_group(
+    tx: &mut Tx,
+    partner_account_id: i64,
+    into: &mut BTreeSet<StationMonth>,
+) -> Result<(), Step> {
+    let sql = by_partner_account(
+        "pa.partner_account_id = ? OR pa.platform_station_id = \
+         (SELECT platform_station_id FROM bill_fact_partner_accounts WHERE partner_account_id = ?)",
+    );
+    let a = Cell::Int(partner_account_id);
+    station_months(tx, &sql, &[a.clone(), a], into).await
+}
+
+/// Add the station-months `touch` affects in the fact tables as they are now.
+async fn resolve(tx: &mut Tx, touch: Touch, into: &mut BTreeSet<StationMonth>) -> Result<(), Step> {
+    let sm_args = |sm: StationMonth| [Cell::Int(sm.station_id), Cell::Text(sm.month.to_string())];
+    match touch {
+        Touch::StationMonth(sm) => {
+            into.insert(sm);
+        }
+        Touch::SmallBillAccount(sm) => {
+            let sql = "SELECT s2.station_id, s2.bill_yearmonth FROM bill_fact_small_bills s1 \
+                       JOIN bill_fact_small_bills s2 ON s2.account_id = s1.account_id \
+                       WHERE s1.station_id = ? AND s1.bill_yearmonth = ?";
+            station_months(tx, sql, &sm_args(sm), into).await?;
+        }
+        Touch::DiffPartnerBill(sm) => {
+            let sql = "SELECT d2.station_id, d2.share_month FROM bill_fact_diffs d1 \
+                       JOIN bill_fact_diffs d2 ON d2.partner_bill_id = d1.partner_bill_id \
+                       WHERE d1.station_id = ? AND d1.share_month = ?";
+            station_months(tx, sql, &sm_args(sm), into).await?;
+        }
+        Touch::PartnerBill(id) => {
+            let sql =
+                "SELECT station_id, share_month FROM bill_fact_diffs WHERE partner_bill_id = ?";
+            station_months(tx, sql, &[Cell::Int(id)], into).await?;
+            let bill = tx
+                .row(
+                    &PARTNER_BILLS,
+                    "WHERE partner_bill_id = ?",
+                    &[Cell::Int(id)],
+                )
+                .await?;
+            if let Some(bill) = bill {
+                let account = fold::int_of(&bill, "partner_account_id").map_err(bad(0))?;
+                account_group(tx, account, into).await?;
+            }
+        }
+        Touch::CustomerAccount(id) => {
+            let sql =
+                "SELECT station_id, bill_yearmonth FROM bill_fact_small_bills WHERE account_id = ?";
+            station_months(tx, sql, &[Cell::Int(id)], into).await?;
+        }
+        Touch::PartnerAccount(id) => account_group(tx, id, into).await?,
+        Touch::PartnerOrg(org) => {
+            let sql = by_partner_account("pa.partner_org_id = ?");
+            station_months(tx, &sql, &[Cell::Int(org)], into).await?;
+        }
+        Touch::Station(id) => station_from(tx, id, MONTH_MIN, into).await?,
+        Touch::Everything => {
+            let sql = "SELECT station_id, bill_yearmonth FROM bill_fact_small_bills \
+                       UNION SELECT station_id, share_month FROM bill_fact_diffs";
+            station_months(tx, sql, &[], into).await?;
+        }
+        Touch::OpeningPaid(id) => {
+            let opening = tx
+                .row(&OPENING_PAID, "WHERE opening_id = ?", &[Cell::Int(id)])
+                .await?;
+            if let Some(o) = opening {
+                let o = fold::opening_paid_of(&o).map_err(bad(0))?;
+                station_from(tx, o.small_station_id, MONTH_MIN, into).await?;
+                if let Some(ps) = o.platform_station_id {
+                    let sql = by_partner_account("pa.platform_station_id = ?");
+                    station_months(tx, &sql, &[Cell::Int(ps)], into).await?;
+                }
+            }
+        }
+        Touch::OpeningDeduction(id) => {
+            let opening = tx
+                .row(
+                    &OPENING_DEDUCTIONS,
+                    "WHERE opening_id = ?",
+                    &[Cell::Int(id)],
+                )
+                .await?;
+            if let Some(o) = opening {
+                let account = fold::int_of(&o, "partner_account_id").map_err(bad(0))?;
+                account_group(tx, account, into).await?;
+            }
+        }
+        Touch::Order(id) => {
+            let sql = "SELECT station_id, bill_yearmonth FROM bill_fact_lines WHERE order_id = ? \
+                       UNION SELECT station_id, bill_yearmonth FROM bill_fact_locks WHERE order_id = ?";
+            station_months(tx, sql, &[Cell::Int(id), Cell::Int(id)], into).await?;
+        }
+        Touch::Lock(id) => {
+            let sql = "SELECT station_id, bill_yearmonth FROM bill_fact_locks WHERE lock_id = ?";
+            station_months(tx, sql, &[Cell::Int(id)], into).await?;
+        }
+        Touch::Result(id) => {
+            let result = tx
+                .row(&RESULTS, "WHERE result_id = ?", &[Cell::Int(id)])
+                .await?;
+            if let Some(r) = result {
+                let r = fold::result_of(&r).map_err(bad(0))?;
+                let month = r.month.to_string();
+                station_from(tx, r.small_station_id, &month, into).await?;
+                if let Some(ps) = r.platform_station_id {
+                    let sql =
+                        by_partner_account("pa.platform_station_id = ? AND d.share_month >= ?");
+                    station_months(tx, &sql, &[Cell::Int(ps), Cell::Text(month)], into).await?;
+                }
+            }
+            let sql = "SELECT station_id, bill_yearmonth FROM bill_fact_lines \
+                       WHERE latest_result_id = ?";
+            station_months(tx, sql, &[Cell::Int(id)], into).await?;
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------
+// Assembling the facts of one station-month and writing its rows.
+
+/// What the assembler read for one station-month.
+struct Assembled {
+    facts: BillFacts,
+    inconsistent: Option<Finding>,
+    /// The newest fact time read: `payment_status_update_time`.
+    fact_at: Option<String>,
+}
+
+/// Tracks the newest fact time among the rows read.
+#[derive(Default)]
+struct Newest(Option<String>);
+
+impl Newest {
+    fn see(&mut self, def: &TableDef, rows: &[MemRow]) {
+        let column = fact_time_column(def);
+        for row in rows {
+            if let Some(Cell::Text(t)) = row.get(column) {
+                let newer = match &self.0 {
+                    Some(n) => t > n,
+                    None => true,
+                };
+                if newer {
+                    self.0 = Some(t.clone());
+                }
+            }
+        }
+    }
+}
+
+fn in_list(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+fn conv<T>(rows: &[MemRow], f: impl Fn(&MemRow) -> Result<T, String>) -> Result<Vec<T>, Step> {
+    rows.iter().map(|r| f(r).map_err(bad(0))).collect()
+}
+
+/// Read the rows of `def` matching `tail` and note their fact times.
+async fn read(
+    tx: &mut Tx,
+    seen: &mut Newest,
+    def: &TableDef,
+    tail: &str,
+    args: &[Cell],
+) -> Result<Vec<MemRow>, Step> {
+    let rows = tx.rows(def, tail, args).await?;
+    seen.see(def, &rows);
+    Ok(rows)
+}
+
+/// Every fact one station-month's decision reads (SPEC R-BILL-1, seed §4.5), from
+/// the fact tables of this transaction; `None` when it has neither a small bill nor
+/// a diff (then it has no rows). Each read here has its counterpart in [`resolve`].
+async fn assemble(tx: &mut Tx, sm: StationMonth) -> Result<Option<Assembled>, Step> {
+    let mut seen = Newest::default();
+    let (s, m) = (Cell::Int(sm.station_id), Cell::Text(sm.month.to_string()));
+    let here = [s.clone(), m.clone()];
+    let small = read(
+        tx,
+        &mut seen,
+        &SMALL_BILLS,
+        "WHERE station_id = ? AND bill_yearmonth = ?",
+        &here,
+    )
+    .await?;
+    let diff = read(
+        tx,
+        &mut seen,
+        &DIFFS,
+        "WHERE station_id = ? AND share_month = ?",
+        &here,
+    )
+    .await?;
+    let small_bill = conv(&small, fold::small_bill_of)?.into_iter().next();
+    let diff = conv(&diff, fold::diff_of)?.into_iter().next();
+    if small_bill.is_none() && diff.is_none() {
+        return Ok(None);
+    }
+    let (mut small_account, mut account_small_bills) = (None, Vec::new());
+    if let Some(b) = &small_bill {
+        let a = [Cell::Int(b.account_id)];
+        let rows = read(
+            tx,
+            &mut seen,
+            &CUSTOMER_ACCOUNTS,
+            "WHERE account_id = ?",
+            &a,
+        )
+        .await?;
+        small_account = conv(&rows, fold::customer_account_of)?.into_iter().next();
+        let order = "WHERE account_id = ? ORDER BY station_id, bill_yearmonth";
+        let rows = read(tx, &mut seen, &SMALL_BILLS, order, &a).await?;
+        account_small_bills = conv(&rows, fold::small_bill_rent_of)?;
+    }
+
+    // The partner bill is the one the diff links (R-BILL-8: unique partner bill → diff).
+    let mut inconsistent = None;
+    let mut partner_bill = None;
+    if let Some(id) = diff.and_then(|d| d.partner_bill_id) {
+        let others_sql = "SELECT station_id, share_month FROM bill_fact_diffs \
+                          WHERE partner_bill_id = ? AND NOT (station_id = ? AND share_month = ?)";
+        let mut others = BTreeSet::new();
+        station_months(
+            tx,
+            others_sql,
+            &[Cell::Int(id), s.clone(), m.clone()],
+            &mut others,
+        )
+        .await?;
+        let p = [Cell::Int(id)];
+        let bill = read(
+            tx,
+            &mut seen,
+            &PARTNER_BILLS,
+            "WHERE partner_bill_id = ?",
+            &p,
+        )
+        .await?;
+        let repush = read(
+            tx,
+            &mut seen,
+            &PARTNER_REPUSHES,
+            "WHERE partner_bill_id = ?",
+            &p,
+        )
+        .await?;
+        partner_bill = match bill.first() {
+            Some(b) => Some(fold::partner_bill_of(b, repush.first()).map_err(bad(0))?),
+            None => None,
+        };
+        if !others.is_empty() {
+            inconsistent = Some(Finding::PartnerBillLinkedTwice {
+                station_month: sm,
+                partner_bill_id: id,
+                others: others.into_iter().collect(),
+            });
+        } else if partner_bill.is_none() {
+            inconsistent = Some(Finding::PartnerBillUnrecorded {
+                station_month: sm,
+                partner_bill_id: id,
+            });
+        }
+    }
+
+    // The partner accounts of the platform station of the bill's own account.
+    let mut partner_accounts = Vec::new();
+    if let Some(b) = &partner_bill {
+        let own = read(
+            tx,
+            &mut seen,
+            &PARTNER_ACCOUNTS,
+            "WHERE partner_account_id = ?",
+            &[Cell::Int(b.partner_account_id)],
+        )
+        .await?;
+        let own = conv(&own, fold::partner_account_of)?.into_iter().next();
+        partner_accounts = match own.and_then(|a| a.platform_station_id) {
+            Some(ps) => {
+                let tail = "WHERE platform_station_id = ? ORDER BY partner_account_id";
+                let rows = read(tx, &mut seen, &PARTNER_ACCOUNTS, tail, &[Cell::Int(ps)]).await?;
+                conv(&rows, fold::partner_account_of)?
+            }
+            None => own.into_iter().collect(),
+        };
+    }
+    let own_account = partner_bill
+        .as_ref()
+        .and_then(|b| {
+            partner_accounts
+                .iter()
+                .find(|a| a.id == b.partner_account_id)
+        })
+        .copied();
+    let group: Vec<Cell> = partner_accounts.iter().map(|a| Cell::Int(a.id)).collect();
+    let (mut account_partner_bills, mut opening_deductions) = (Vec::new(), Vec::new());
+    if !group.is_empty() {
+        let tail = format!(
+            "WHERE partner_account_id IN ({}) ORDER BY partner_bill_id",
+            in_list(group.len())
+        );
+        let rows = read(tx, &mut seen, &PARTNER_BILLS, &tail, &group).await?;
+        account_partner_bills = conv(&rows, fold::partner_bill_deduction_of)?;
+        let tail = format!(
+            "WHERE partner_account_id IN ({}) ORDER BY opening_id",
+            in_list(group.len())
+        );
+        let rows = read(tx, &mut seen, &OPENING_DEDUCTIONS, &tail, &group).await?;
+        opening_deductions = conv(&rows, fold::opening_deduction_of)?;
+    }
+    let partner_profile = match own_account {
+        Some(a) => {
+            let rows = read(
+                tx,
+                &mut seen,
+                &PARTNER_PROFILES,
+                "WHERE partner_org_id = ?",
+                &[Cell::Int(a.partner_org_id)],
+            )
+            .await?;
+            fold::partner_profile_of(rows.first()).map_err(bad(0))?
+        }
+        None => PartnerProfile::Unrecorded,
+    };
+    let rows = read(
+        tx,
+        &mut seen,
+        &STATIONS,
+        "WHERE station_id = ?",
+        std::slice::from_ref(&s),
+    )
+    .await?;
+    let station = fold::station_of(rows.first()).map_err(bad(0))?;
+    let rows = read(
+        tx,
+        &mut seen,
+        &SETTINGS,
+        "WHERE name = ?",
+        &[Cell::text(fold::SETTING_ACCOUNT_ROUTE)],
+    )
+    .await?;
+    let account_route: AccountRoute = fold::account_route_of(rows.first()).map_err(bad(0))?;
+    let platform = own_account
+        .and_then(|a| a.platform_station_id)
+        .map_or(Cell::Null, Cell::Int);
+    let rows = read(
+        tx,
+        &mut seen,
+        &OPENING_PAID,
+        "WHERE small_station_id = ? OR platform_station_id = ? ORDER BY opening_id",
+        &[s.clone(), platform.clone()],
+    )
+    .await?;
+    let opening_paid_balances = conv(&rows, fold::opening_paid_of)?;
+
+    let line_rows = read(
+        tx,
+        &mut seen,
+        &LINES,
+        "WHERE station_id = ? AND bill_yearmonth = ? ORDER BY line_id",
+        &here,
+    )
+    .await?;
+    let lines: Vec<_> = conv(&line_rows, fold::line_of)?
+        .into_iter()
+        .flatten()
+        .collect();
+    let unqualified_conclusions: Vec<_> = conv(&line_rows, fold::conclusion_of)?
+        .into_iter()
+        .flatten()
+        .collect();
+    let lock_rows = read(
+        tx,
+        &mut seen,
+        &LOCKS,
+        "WHERE station_id = ? AND bill_yearmonth = ? ORDER BY lock_id",
+        &here,
+    )
+    .await?;
+    let locks = conv(&lock_rows, fold::lock_of)?;
+    let mut order_ids = BTreeSet::new();
+    for row in line_rows.iter().chain(&lock_rows) {
+        order_ids.insert(fold::int_of(row, "order_id").map_err(bad(0))?);
+    }
+    let mut orders = Vec::new();
+    if !order_ids.is_empty() {
+        let ids: Vec<Cell> = order_ids.into_iter().map(Cell::Int).collect();
+        let tail = format!(
+            "WHERE order_id IN ({}) ORDER BY order_id",
+            in_list(ids.len())
+        );
+        let rows = read(tx, &mut seen, &ORDERS, &tail, &ids).await?;
+        orders = conv(&rows, fold::order_of)?;
+    }
+
+    // This month's and the business account's earlier results, and the lines' latest.
+    let latest: BTreeSet<i64> = lines.iter().filter_map(|l| l.latest_result_id).collect();
+    let mut tail = "WHERE (small_station_id = ? AND bill_yearmonth <= ?) \
+                    OR (platform_station_id = ? AND bill_yearmonth <= ?)"
+        .to_owned();
+    let mut args = vec![s, m.clone(), platform, m];
+    if !latest.is_empty() {
+        tail.push_str(&format!(" OR result_id IN ({})", in_list(latest.len())));
+        args.extend(latest.into_iter().map(Cell::Int));
+    }
+    tail.push_str(" ORDER BY result_id");
+    let rows = read(tx, &mut seen, &RESULTS, &tail, &args).await?;
+    let results = conv(&rows, fold::result_of)?;
+
+    Ok(Some(Assembled {
+        facts: BillFacts {
+            station_month: sm,
+            small_bill,
+            small_account,
+            account_small_bills,
+            partner_bill,
+            diff,
+            partner_accounts,
+            account_partner_bills,
+            partner_profile,
+            station,
+            account_route,
+            opening_paid_balances,
+            opening_deductions,
+            orders,
+            lines,
+            locks,
+            results,
+            unqualified_conclusions,
+        },
+        inconsistent,
+        fact_at: seen.0,
+    }))
+}
+
+/// The columns of `fi_customer_bill_partner` a decision sets (cleared to NULL when the
+/// station-month no longer decides the bill).
+const PARTNER_PROJECTION_COLUMNS: &[&str] = &[
+    "station_id",
+    "decided_station_month",
+    "payment_status",
+    "paid_amount",
+    "cumulative_paid_amount",
+    "locked_payment_order_id",
+    "locked_order_bill_id",
+    "payment_status_update_time",
+    "partner_query_status",
+    "pre_rent_check_result",
+    "pre_rent_check_reason",
+    "current_payment_amount",
+    "unqualified_flag",
+    "unqualified_reason",
+    "last_unqualified_order_id",
+    "last_unqualified_time",
+];
+
+async fn insert_row(tx: &mut Tx, def: &TableDef, row: &[(&'static str, Cell)]) -> Result<(), Step> {
+    let values = ordered(def, row).map_err(bad(0))?;
+    let names: Vec<&str> = def.columns.iter().map(|c| c.name).collect();
+    tx.exec(&insert_sql("INSERT", def.name, &names), &values)
+        .await?;
+    Ok(())
+}
+
+/// Recompute one station-month from the fact tables inside `tx` (mode ALL): clear its
+/// rows, then write the three bill rows and the decision or the error finding. What
+/// the live projector, both rebuilds and R-BILL-8 refreshes run.
+async fn recompute_in(tx: &mut Tx, sm: StationMonth) -> Result<(), Step> {
+    let (s, m) = (Cell::Int(sm.station_id), Cell::Text(sm.month.to_string()));
+    let here = [s.clone(), m.clone()];
+    for (table, month) in [
+        (DECISIONS.name, "bill_yearmonth"),
+        (DECISION_FINDINGS.name, "bill_yearmonth"),
+        (CUSTOMER_BILL.name, "bill_yearmonth"),
+        (MONTHLY_INCOME_DIFFERENCE.name, "share_month"),
+    ] {
+        let sql = format!("DELETE FROM {table} WHERE station_id = ? AND {month} = ?");
+        tx.exec(&sql, &here).await?;
+    }
+    let clear: Vec<String> = PARTNER_PROJECTION_COLUMNS
+        .iter()
+        .map(|c| format!("{c} = NULL"))
+        .collect();
+    let sql = format!(
+        "UPDATE {} SET {} WHERE decided_station_month = ?",
+        CUSTOMER_BILL_PARTNER.name,
+        clear.join(", ")
+    );
+    tx.exec(&sql, &[Cell::Text(sm.to_string())]).await?;
+
+    let Some(a) = assemble(tx, sm).await? else {
+        return Ok(());
+    };
+    let Projected {
+        customer_bill,
+        partner_bill,
+        difference,
+        decision,
+        finding,
+    } = fold::project(&a.facts, a.inconsistent, a.fact_at.as_deref());
+    if let Some(row) = customer_bill {
+        insert_row(tx, &CUSTOMER_BILL, &row).await?;
+    }
+    if let Some(row) = difference {
+        insert_row(tx, &MONTHLY_INCOME_DIFFERENCE, &row).await?;
+    }
+    if let Some((id, set)) = partner_bill {
+        let sets: Vec<String> = set.iter().map(|(n, _)| format!("{n} = ?")).collect();
+        let mut values: Vec<Cell> = set.into_iter().map(|(_, v)| v).collect();
+        values.push(Cell::Int(id));
+        let sql = format!(
+            "UPDATE {} SET {} WHERE id = ?",
+            CUSTOMER_BILL_PARTNER.name,
+            sets.join(", ")
+        );
+        if tx.exec(&sql, &values).await? != 1 {
+            return Err(Step::Event {
+                position: 0,
+                reason: format!("{sm}: partner bill {id} has no row"),
+            });
+        }
+    }
+    if let Some(row) = decision {
+        insert_row(tx, &DECISIONS, &row).await?;
+    }
+    if let Some(row) = finding {
+        tracing::warn!(station_month = %sm, "bill decision failed: an error finding is recorded");
+        insert_row(tx, &DECISION_FINDINGS, &row).await?;
+    }
+    Ok(())
+}
+
+/// Fold a batch of events into the fact tables and recompute every station-month it
+/// affects, inside `tx`. Touches are resolved before each event's write (its old
+/// readers) and after it (its new readers).
+async fn apply_in(tx: &mut Tx, batch: &[(i64, Folded)]) -> Result<usize, Step> {
+    let mut affected = BTreeSet::new();
+    for (position, folded) in batch {
+        for touch in &folded.touches {
+            resolve(tx, *touch, &mut affected)
+                .await
+                .map_err(|e| at(e, *position))?;
+        }
+        for op in &folded.ops {
+            write_op(tx, op, *position).await?;
+        }
+        for touch in &folded.touches {
+            resolve(tx, *touch, &mut affected)
+                .await
+                .map_err(|e| at(e, *position))?;
+        }
+    }
+    let last = batch.last().map_or(0, |(p, _)| *p);
+    for sm in &affected {
+        recompute_in(tx, *sm).await.map_err(|e| at(e, last))?;
+    }
+    Ok(affected.len())
+}
+
+/// Attribute a step error without a position to the event at `position`.
+fn at(e: Step, position: i64) -> Step {
+    match e {
+        Step::Event {
+            position: 0,
+            reason,
+        } => Step::Event { position, reason },
+        other => other,
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The runner.
+
+/// The fold of one stored event, `None` for another aggregate type.
+fn fold_event(e: &StoredEvent) -> Result<Option<Folded>, ProjectionError> {
+    if !BILL_AGGREGATE_TYPES.contains(&e.aggregate_type.as_str()) {
+        return Ok(None);
+    }
+    let fail = |reason: String| ProjectionError {
+        projection: NAME,
+        global_position: e.global_position,
+        reason: format!("{} {reason}", e.event_type),
+    };
+    let (_, payload) = e.current_payload().map_err(|err| fail(err.to_string()))?;
+    fold::fold(&e.aggregate_type, &payload).map_err(fail)
+}
+
+/// Apply a batch and move the checkpoint `from → to` in ONE transaction.
+async fn apply(
+    db: &ProjectionDb,
+    from: i64,
+    to: i64,
+    batch: &[(i64, Folded)],
+) -> Result<(), RunnerError> {
+    let mut tx = Tx::begin(db).await?;
+    if !tx.advance(from, to).await? {
+        return Err(RunnerError::CheckpointMoved(NAME));
+    }
+    // Dropping the transaction on an error rolls the batch back.
+    apply_in(&mut tx, batch).await.map_err(Step::into_runner)?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Bring the bill projection up to the head of the log; returns how many events it
+/// read. Stops at (and returns) the first event it cannot apply, with every event
+/// before it applied and the checkpoint right before it.
+pub async fn catch_up(store: &DynStore, db: &ProjectionDb) -> Result<u64, RunnerError> {
+    let mut position = db.checkpoint(NAME, VERSION).await?;
+    let mut read = 0u64;
+    loop {
+        let events = store.read_all(position, BATCH_EVENTS_MAX).await?;
+        let Some(last) = events.last().map(|e| e.global_position) else {
+            return Ok(read);
+        };
+        let mut batch = Vec::new();
+        let mut failed = None;
+        for e in &events {
+            match fold_event(e) {
+                Ok(Some(folded)) => batch.push((e.global_position, folded)),
+                Ok(None) => {}
+                Err(err) => {
+                    failed = Some(err);
+                    break;
+                }
+            }
+        }
+        let outcome = match failed {
+            None => apply(db, position, last, &batch).await,
+            Some(err) => Err(RunnerError::Projection(err)),
+        };
+        match outcome {
+            Ok(()) => {
+                read += events.len() as u64;
+                position = last;
+            }
+            Err(RunnerError::Projection(err)) => {
+                // Apply what comes before the failing event, so the projector stops
+                // exactly at it, then report it.
+                let before = err.global_position - 1;
+                if before > position {
+                    batch.retain(|(p, _)| *p < err.global_position);
+                    apply(db, position, before, &batch).await?;
+                }
+                return Err(RunnerError::Projection(err));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Run the bill projector continuously in its own task (the generic runners' loop:
+/// status on `GET /v1/projections`, metrics, backoff, stall alerts).
+pub fn spawn(store: DynStore, db: ProjectionDb, alerts: Option<StallAlerts>) -> SharedStatus {
+    let (s, d) = (store.clone(), db.clone());
+    crate::projection::spawn_runner(store, db, NAME, VERSION, alerts, false, move || {
+        let (store, db) = (s.clone(), d.clone());
+        async move { catch_up(&store, &db).await }
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Rebuilds and recomputation on demand.
+
+/// Every table the bill projector owns (fact tables first).
+pub fn tables() -> impl Iterator<Item = &'static TableDef> {
+    FACT_TABLES.iter().chain(DECISION_TABLES.iter())
+}
+
+/// Rebuild the bill projection from position 0 in ONE transaction, like
+/// `projector::rebuild_full`: lock the checkpoint row, empty every table, replay
+/// every event through the same batch step as the live runner, set the checkpoint to
+/// the last event. Readers see the old rows until the commit.
+pub async fn rebuild_full(
+    store: &DynStore,
+    db: &ProjectionDb,
+) -> Result<crate::projector::RebuildOutcome, RunnerError> {
+    db.checkpoint(NAME, VERSION).await?;
+    let mut tx = Tx::begin(db).await?;
+    if !tx.lock_checkpoint().await? {
+        return Err(RunnerError::Held(NAME));
+    }
+    for def in tables() {
+        tx.exec(&format!("DELETE FROM {}", def.name), &[]).await?;
+    }
+    let (mut position, mut events_read) = (0i64, 0u64);
+    loop {
+        let events = store.read_all(position, BATCH_EVENTS_MAX).await?;
+        let Some(last) = events.last().map(|e| e.global_position) else {
+            break;
+        };
+        let mut batch = Vec::new();
+        for e in &events {
+            if let Some(folded) = fold_event(e)? {
+                batch.push((e.global_position, folded));
+            }
+        }
+        apply_in(&mut tx, &batch).await.map_err(Step::into_runner)?;
+        events_read += events.len() as u64;
+        position = last;
+    }
+    tx.exec(
+        "UPDATE projection_checkpoints SET position = ?, updated_at = ?, \
+         last_error = NULL, error_position = NULL WHERE name = ?",
+        &[
+            Cell::Int(position),
+            Cell::Text(time_text(&chrono::Utc::now())),
+            Cell::text(NAME),
+        ],
+    )
+    .await?;
+    tx.commit().await?;
+    tracing::info!(
+        projection = NAME,
+        events_read,
+        position,
+        "full rebuild done"
+    );
+    Ok(crate::projector::RebuildOutcome {
+        projection: NAME,
+        events_read,
+        position,
+    })
+}
+
+/// Recompute these station-months from the fact tables, in ONE transaction that
+/// locks the checkpoint row (the live runner waits; it never sees half of it).
+/// The scoped rebuild, and the unit an R-BILL-8 refresh round commits per
+/// station-month. Returns how many it recomputed.
+pub async fn recompute_station_months(
+    db: &ProjectionDb,
+    station_months: &[StationMonth],
+) -> Result<usize, RunnerError> {
+    db.checkpoint(NAME, VERSION).await?;
+    let mut tx = Tx::begin(db).await?;
+    if !tx.lock_checkpoint().await? {
+        return Err(RunnerError::Held(NAME));
+    }
+    let unique: BTreeSet<StationMonth> = station_months.iter().copied().collect();
+    for sm in &unique {
+        recompute_in(&mut tx, *sm)
+            .await
+            .map_err(Step::into_runner)?;
+    }
+    tx.commit().await?;
+    Ok(unique.len())
+}
+
+/// An account whose station-months a scoped rebuild recomputes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Account {
+    /// A customer (small) account: the station-months of its small bills.
+    Small(i64),
+    /// A partner account: every station-month whose partner accounts include it.
+    Partner(i64),
+}
+
+/// The station-months an account's facts are read by (sorted).
+pub async fn station_months_of_account(
+    db: &ProjectionDb,
+    account: Account,
+) -> Result<Vec<StationMonth>, RunnerError> {
+    let mut tx = Tx::begin(db).await?;
+    let touch = match account {
+        Account::Small(id) => Touch::CustomerAccount(id),
+        Account::Partner(id) => Touch::PartnerAccount(id),
+    };
+    let mut found = BTreeSet::new();
+    resolve(&mut tx, touch, &mut found)
+        .await
+        .map_err(Step::into_runner)?;
+    tx.commit().await?;
+    Ok(found.into_iter().collect())
+}
+
+/// Scoped rebuild of an account: recompute every station-month that reads it.
+pub async fn rebuild_account(db: &ProjectionDb, account: Account) -> Result<usize, RunnerError> {
+    let station_months = station_months_of_account(db, account).await?;
+    recompute_station_months(db, &station_months).await
+}
+
+/// Every row of every bill table, ordered by key: what a rebuild must reproduce.
+pub async fn dump(db: &ProjectionDb) -> Result<Vec<(&'static str, Vec<MemRow>)>, sqlx::Error> {
+    let mut out = Vec::new();
+    for def in tables() {
+        let order = format!("ORDER BY {}", def.key.join(", "));
+        out.push((
+            def.name,
+            crate::projector::select_rows(db, def, &order, &[]).await?,
+        ));
+    }
+    Ok(out)
+}
