@@ -36,8 +36,10 @@ pub struct MysqlStore {
 #[derive(Debug, Clone)]
 enum Stmt {
     Plain,
-    /// The (unit, stream) of each stream whose head is checked.
-    StreamGuard(Vec<(usize, usize)>),
+    /// The (unit, stream) of each stream whose head is checked, and, when the guard
+    /// was checked set-wise (@fl_bad = [`GUARD_SET_FAILED`]), the query that names
+    /// the first stream that failed.
+    StreamGuard(Vec<(usize, usize)>, Option<String>),
     Events {
         unit: usize,
         stream: usize,
@@ -105,6 +107,13 @@ impl MysqlStore {
         // @fl_bad back to name the stream.
         let mut cases = String::new();
         let mut checked = Vec::new();
+        // The same checks set-wise (see below): `(type, id, sequence)` that must not
+        // exist (the event after each stream's expected head) and `(type, id,
+        // sequence, hash)` that must (each expected head).
+        let mut after_rows = String::new();
+        let mut head_rows = String::new();
+        let mut heads = 0usize;
+        let mut set_wise = true;
         let mut ends: std::collections::HashMap<(&str, &str), i64> = Default::default();
         for (u, si, s) in units.iter().enumerate().flat_map(|(u, unit)| {
             unit.streams
@@ -118,11 +127,31 @@ impl MysqlStore {
             let key = (s.aggregate_type.as_str(), s.aggregate_id.as_str());
             let bad = match ends.get(&key) {
                 Some(&end) if s.expected_version == end => None,
-                Some(_) => Some("TRUE".to_owned()),
+                Some(_) => {
+                    set_wise = false;
+                    Some("TRUE".to_owned())
+                }
                 // The head must be exactly the event decided on (number and hash),
                 // with nothing after it. (The unique key would refuse "after" too,
                 // but here the failure names its stream.)
                 None => {
+                    let (t, i) = (lit(&s.aggregate_type), lit(&s.aggregate_id));
+                    let _ = write!(
+                        after_rows,
+                        "{}({t}, {i}, {})",
+                        if after_rows.is_empty() { "" } else { ", " },
+                        s.expected_version + 1
+                    );
+                    if s.expected_version != 0 {
+                        let _ = write!(
+                            head_rows,
+                            "{}({t}, {i}, {}, {})",
+                            if head_rows.is_empty() { "" } else { ", " },
+                            s.expected_version,
+                            lit(&s.expected_hash)
+                        );
+                        heads += 1;
+                    }
                     let stream = format!(
                         "aggregate_type = {} AND aggregate_id = {}",
                         lit(&s.aggregate_type),
@@ -150,10 +179,36 @@ impl MysqlStore {
                 checked.push((u, si));
             }
         }
-        let bad = if checked.is_empty() {
-            "-1".to_owned()
+        // Set-wise, the guard is two range reads of the stream index (row IN lists,
+        // which MariaDB reads as ranges up to `in_predicate_conversion_threshold`
+        // elements) instead of one or two subqueries per stream, each parsed and
+        // optimized on its own (most of the server's time in a page of ingest).
+        // It only says whether some check failed; which one is asked after the
+        // rollback with the per-stream CASE (`diagnose`). Streams only grow, so a
+        // check that failed under the lock still fails then (but a head that was
+        // missing may have appeared: then the first checked stream is named).
+        set_wise = set_wise && !checked.is_empty() && checked.len() <= GUARD_SET_ROWS_MAX;
+        let per_stream = format!("CASE{cases} ELSE -1 END");
+        let (bad, diagnose) = if checked.is_empty() {
+            ("-1".to_owned(), None)
+        } else if set_wise {
+            let heads_ok = if heads == 0 {
+                String::new()
+            } else {
+                format!(
+                    " OR (SELECT COUNT(*) FROM events WHERE (aggregate_type, aggregate_id, \
+                     sequence, hash) IN ({head_rows})) <> {heads}"
+                )
+            };
+            (
+                format!(
+                    "IF(EXISTS (SELECT 1 FROM events WHERE (aggregate_type, aggregate_id, \
+                     sequence) IN ({after_rows})){heads_ok}, {GUARD_SET_FAILED}, -1)"
+                ),
+                Some(format!("SELECT CAST({per_stream} AS SIGNED)")),
+            )
         } else {
-            format!("CASE{cases} ELSE -1 END")
+            (per_stream, None)
         };
         let outbox_total: usize = units.iter().map(|u| u.outbox.len()).sum();
         // Outbox ids are reserved by the same locking UPDATE (assignments run left to
@@ -174,7 +229,7 @@ impl MysqlStore {
                      IF((@fl_bad := {bad}) < 0, \
                      LAST_INSERT_ID((@fl_base := last_position) + {total}), NULL) WHERE id = 1"
                 ),
-                Stmt::StreamGuard(checked),
+                Stmt::StreamGuard(checked, diagnose),
             ));
         }
         // Fences, right after the sequence lock (lock order: sequence, then job rows,
@@ -449,6 +504,14 @@ const INSERT_EVENTS: &str = "INSERT INTO events (global_position, aggregate_type
      sequence, event_type, event_version, event_id, payload, metadata, correlation_id, actor, hash, \
      recorded_at, ledger_ref_type, ledger_ref_id, ledger_entry_type) VALUES ";
 
+/// Guarded streams checked set-wise at most (each row IN list stays below MariaDB's
+/// default `in_predicate_conversion_threshold` of 1,000, so it is read as ranges);
+/// a batch with more is checked stream by stream.
+const GUARD_SET_ROWS_MAX: usize = 900;
+/// @fl_bad of a set-wise guard that failed (which stream is asked afterwards): not
+/// negative (a negative @fl_bad means the guard passed) and above any check index.
+const GUARD_SET_FAILED: i64 = 1_000_000_000;
+
 /// Index of the statement that reserves positions (its OK packet carries the new last
 /// position): right after BEGIN.
 const RESERVE_STATEMENT: usize = 1;
@@ -536,7 +599,7 @@ fn map_failure(
             })
         }
         (Some(Stmt::Events { unit, stream }), Some(1062)) => conflict(*unit, *stream),
-        (Some(Stmt::StreamGuard(checked)), Some(1048)) => {
+        (Some(Stmt::StreamGuard(checked, _)), Some(1048)) => {
             let (unit, stream) = failed_check
                 .and_then(|i| usize::try_from(i).ok())
                 .and_then(|i| checked.get(i))
@@ -776,11 +839,20 @@ impl EventStore for MysqlStore {
                 let rolled_back = rollback(&mut conn).await.is_ok();
                 // Which guard check failed: the session still holds @fl_bad.
                 let failed_check = match kind {
-                    Some(Stmt::StreamGuard(_)) if rolled_back => {
-                        sqlx::query_scalar::<_, i64>("SELECT CAST(@fl_bad AS SIGNED)")
+                    Some(Stmt::StreamGuard(_, diagnose)) if rolled_back => {
+                        let bad = sqlx::query_scalar::<_, i64>("SELECT CAST(@fl_bad AS SIGNED)")
                             .fetch_one(&mut *conn)
                             .await
-                            .ok()
+                            .ok();
+                        match (bad, diagnose) {
+                            (Some(GUARD_SET_FAILED), Some(sql)) => {
+                                sqlx::query_scalar::<_, i64>(sql.as_str())
+                                    .fetch_one(&mut *conn)
+                                    .await
+                                    .ok()
+                            }
+                            _ => bad,
+                        }
                     }
                     _ => None,
                 };
