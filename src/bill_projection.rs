@@ -24,8 +24,9 @@ use crate::projection::{ProjectionDb, RunnerError, SharedStatus, StallAlerts};
 use crate::projector::{mysql_cells, sqlite_cells};
 use crate::store::{time_text, DynStore, StoredEvent};
 use factledger_aggregates::bill::BILL_AGGREGATE_TYPES;
+pub use factledger_projections::bill::fold::NAME;
 use factledger_projections::bill::fold::{
-    self, fact_time_column, FactOp, Finding, Folded, Projected, Touch, NAME, VERSION,
+    self, fact_time_column, FactOp, Finding, Folded, Projected, Touch, VERSION,
 };
 use factledger_projections::bill::tables::{
     CUSTOMER_ACCOUNTS, CUSTOMER_BILL, CUSTOMER_BILL_PARTNER, DECISIONS, DECISION_FINDINGS,

@@ -59,10 +59,12 @@ enum Command {
     /// end; the live tables serve reads until then) or one wallet's rows. Shows a
     /// progress bar on a terminal and prints the outcome as JSON.
     Rebuild {
-        /// The projection: wallet, affiliate_orders, commission_records or
-        /// campaign_usage (the affiliate ones: full rebuild only, in one transaction).
+        /// The projection: wallet, affiliate_orders, commission_records,
+        /// campaign_usage (the affiliate ones: full rebuild only, in one transaction)
+        /// or bill.
         projection: String,
-        /// Only these rows: wallet:<wallet id>.
+        /// Only these rows: wallet:<wallet id>; for bill: station-month:<station>:<yyyymm>,
+        /// account:small:<id> or account:partner:<id>.
         #[arg(long)]
         scope: Option<String>,
         /// Events written to the shadow tables per transaction.
@@ -358,6 +360,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             use factledger::rebuild::{self, RebuildOptions, Scope};
             let db = store::open(&cli.database_url).await?;
+            if projection == factledger::bill_projection::NAME {
+                let done = rebuild_bill(&db, scope.as_deref()).await?;
+                println!("{done}");
+                return Ok(ExitCode::SUCCESS);
+            }
             if let Some(projector) = factledger::projector::find(&projection) {
                 if scope.is_some() {
                     anyhow::bail!("{projection} has full rebuilds only: drop --scope");
@@ -604,4 +611,41 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
+}
+
+/// `rebuild bill`: in full (one transaction from position 0), or the station-months of
+/// one scope recomputed from the fact tables. The outcome as JSON.
+async fn rebuild_bill(db: &store::Database, scope: Option<&str>) -> anyhow::Result<String> {
+    use factledger::bill_projection::{self as bills, Account};
+    use factledger_projections::bill::StationMonth;
+    let Some(scope) = scope else {
+        let done = bills::rebuild_full(&db.store, &db.projections).await?;
+        return Ok(serde_json::to_string(&done)?);
+    };
+    let bad = || {
+        anyhow::anyhow!(
+            "--scope {scope}: expected station-month:<station_id>:<yyyymm>, \
+             account:small:<id> or account:partner:<id>"
+        )
+    };
+    let recomputed = if let Some(sm) = scope.strip_prefix("station-month:") {
+        let sm = StationMonth::parse(sm).map_err(|e| anyhow::anyhow!("--scope: {e}"))?;
+        bills::recompute_station_months(&db.projections, &[sm]).await?
+    } else if let Some(account) = scope.strip_prefix("account:") {
+        let (side, id) = account.split_once(':').ok_or_else(bad)?;
+        let id: i64 = id.parse().ok().filter(|id| *id > 0).ok_or_else(bad)?;
+        let account = match side {
+            "small" => Account::Small(id),
+            "partner" => Account::Partner(id),
+            _ => return Err(bad()),
+        };
+        bills::rebuild_account(&db.projections, account).await?
+    } else {
+        return Err(bad());
+    };
+    Ok(
+        serde_json::json!({"projection": bills::NAME, "scope": scope,
+        "station_months_recomputed": recomputed})
+        .to_string(),
+    )
 }

@@ -1065,3 +1065,76 @@ both_backends!(
         );
     }
 );
+
+/// `factledger rebuild bill [--scope …]`, as an operator runs it.
+async fn rebuild_cli(db: &TestDb, scope: Option<&str>) -> std::process::Output {
+    let url = db.url.clone();
+    let scope = scope.map(str::to_owned);
+    tokio::task::spawn_blocking(move || {
+        let mut args = vec![
+            "--database-url".to_owned(),
+            url,
+            "rebuild".into(),
+            "bill".into(),
+        ];
+        if let Some(scope) = scope {
+            args.extend(["--scope".to_owned(), scope]);
+        }
+        std::process::Command::new(env!("CARGO_BIN_EXE_factledger"))
+            .env_remove("DATABASE_URL")
+            .env("RUST_LOG", "warn")
+            .args(&args)
+            .output()
+            .expect("run factledger")
+    })
+    .await
+    .unwrap()
+}
+
+both_backends!(
+    the_cli_rebuilds_the_bill_projection_in_full_and_by_scope,
+    |db: TestDb| async move {
+        let f = Facts::new(&db);
+        fixture(&f).await;
+        let p = projections(&db).await;
+        f.result(9001, 100, "202609", 301, "PAY_SUCCESS", 600).await;
+        catch_up(&db, &p).await;
+        let live = bill_projection::dump(&p).await.expect("dump");
+
+        for scope in [
+            Some("station-month:100:202609"),
+            Some("account:small:101"),
+            Some("account:partner:201"),
+            None,
+        ] {
+            spoil(&db).await;
+            let out = rebuild_cli(&db, scope).await;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{scope:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+            assert_eq!(report["projection"], "bill", "{report}");
+            // A station-month, or a partner account (its partner bill's station-month
+            // only: the account reaches no month without a partner bill).
+            if matches!(scope, Some("station-month:100:202609" | "account:partner:201")) {
+                assert_eq!(report["station_months_recomputed"], 1, "{report}");
+                // Only that station-month is restored; the others of the account stay spoiled.
+                let other = row_of(&p, &CUSTOMER_BILL, 100, "202608").await.unwrap();
+                assert_eq!(other.get("paid_amount"), Some(&int(-1)));
+                let mine = row_of(&p, &CUSTOMER_BILL, 100, "202609").await.unwrap();
+                assert_eq!(mine.get("paid_amount"), Some(&int(600)));
+                continue;
+            }
+            same_tables(&p, &live, &format!("cli {scope:?}")).await;
+        }
+
+        // A scope that names nothing the bill projection knows is refused, naming it.
+        let out = rebuild_cli(&db, Some("account:other:1")).await;
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--scope account:other:1"), "{stderr}");
+    }
+);
