@@ -4,6 +4,7 @@
 //!
 //! The database named in the URL is dropped and re-created for every scenario.
 
+mod bill;
 mod ingest;
 mod jobs;
 
@@ -84,6 +85,31 @@ enum Cmd {
         #[arg(long)]
         one_by_one: bool,
     },
+    /// The bill projector (issue 6, item 9): seeds station-months of bill facts, then
+    /// times a full catch-up of the `bill` projection from position 0 (events/s, peak
+    /// RSS) and `rebuild_account` of one customer account with 120 months (p50/p99).
+    Bill {
+        #[arg(
+            long,
+            default_value = "mysql://root@127.0.0.1:3306/factledger_bench_bill"
+        )]
+        database_url: String,
+        #[arg(long, default_value_t = 10_000)]
+        stations: u64,
+        /// Months per station (the main set starts 2023-01).
+        #[arg(long, default_value_t = 24)]
+        months: u64,
+        /// Months of the separate customer account the scoped refresh rebuilds.
+        #[arg(long, default_value_t = 120)]
+        account_months: u64,
+        /// Runs of the scoped refresh.
+        #[arg(long, default_value_t = 20)]
+        refresh_runs: usize,
+        /// Hard time limit of the whole run (seed, catch-up, refreshes): a catch-up
+        /// cut off reports the events it committed by then.
+        #[arg(long, default_value_t = 900)]
+        max_secs: u64,
+    },
     /// Jobs claimed and completed per second (issue 4, item 10).
     Jobs {
         #[arg(long, default_value = "mysql://root@127.0.0.1:3306/factledger_bench")]
@@ -163,6 +189,23 @@ async fn main() -> anyhow::Result<()> {
                 one_by_one,
             };
             ingest::bench(&database_url, &options).await?
+        }
+        Cmd::Bill {
+            database_url,
+            stations,
+            months,
+            account_months,
+            refresh_runs,
+            max_secs,
+        } => {
+            let options = bill::Options {
+                stations,
+                months,
+                account_months,
+                refresh_runs,
+                max_secs,
+            };
+            bill::bench(&database_url, &options).await?
         }
         Cmd::Jobs {
             database_url,
@@ -335,13 +378,13 @@ async fn seed(store: &DynStore, have: u64, target: u64, per_wallet: u64) -> anyh
 }
 
 /// Forget this process's peak resident set so far (Linux: `clear_refs` 5).
-fn reset_peak_rss() {
+pub(crate) fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// A memory figure of this process from /proc/self/status, in KiB: `VmRSS:` (now) or
 /// `VmHWM:` (peak since the last reset).
-fn rss_kb(field: &str) -> u64 {
+pub(crate) fn rss_kb(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
