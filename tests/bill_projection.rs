@@ -1119,7 +1119,10 @@ both_backends!(
             assert_eq!(report["projection"], "bill", "{report}");
             // A station-month, or a partner account (its partner bill's station-month
             // only: the account reaches no month without a partner bill).
-            if matches!(scope, Some("station-month:100:202609" | "account:partner:201")) {
+            if matches!(
+                scope,
+                Some("station-month:100:202609" | "account:partner:201")
+            ) {
                 assert_eq!(report["station_months_recomputed"], 1, "{report}");
                 // Only that station-month is restored; the others of the account stay spoiled.
                 let other = row_of(&p, &CUSTOMER_BILL, 100, "202608").await.unwrap();
