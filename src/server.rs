@@ -330,6 +330,16 @@ pub async fn start_with(
         db.projections.clone(),
         Some(stall_alerts.clone()),
     ));
+    // Payment-order status reconciliation (R-BILL-9) follows the result events behind
+    // the bill projector, with its own checkpoint.
+    projection_statuses.push(
+        crate::bill_order_status::OrderStatusManager::new(
+            db.store.clone(),
+            db.projections.clone(),
+            crate::affiliate::service_metadata("process:bill_order_status", country_code),
+        )
+        .spawn(Some(stall_alerts.clone())),
+    );
     let state = AppState {
         wallets: CommandBus::start(db.store.clone()),
         projections: db.projections,
