@@ -27,7 +27,7 @@ use chrono::Utc;
 use factledger_aggregates::bill::{
     BillError, LineKindCode, LineStatusCode, OrderStatusCode, PaymentOrder, PaymentOrderEvent,
     PaymentResult, PaymentResultEvent, ResultSourceCode, ResultStatusCode, ResultTypeCode,
-    TriggerSource, PAYMENT_RESULT_AGGREGATE_TYPE,
+    TriggerSource, PAYMENT_ORDER_AGGREGATE_TYPE, PAYMENT_RESULT_AGGREGATE_TYPE,
 };
 use factledger_projections::bill::fold::{int_of, line_of, opt_int_of, order_of, text_of};
 use factledger_projections::bill::order_status::{
@@ -126,8 +126,18 @@ impl OrderStatusManager {
                 return Ok(read);
             };
             for e in events.iter().filter(|e| e.global_position <= ceiling) {
-                if e.aggregate_type == PAYMENT_RESULT_AGGREGATE_TYPE {
+                let handled = if e.aggregate_type == PAYMENT_RESULT_AGGREGATE_TYPE {
                     self.on_event(e).await?;
+                    true
+                } else if e.aggregate_type == PAYMENT_ORDER_AGGREGATE_TYPE
+                    && e.event_type == "PaymentOrderApproved"
+                {
+                    self.on_approved(e).await?;
+                    true
+                } else {
+                    false
+                };
+                if handled {
                     // Move past each handled event so a restart does not redo it.
                     self.advance(position, e.global_position).await?;
                     position = e.global_position;
@@ -166,6 +176,34 @@ impl OrderStatusManager {
         };
         if moved != 1 {
             return Err(RunnerError::CheckpointMoved(NAME));
+        }
+        Ok(())
+    }
+
+    /// Bill-dimension snapshots (R-BILL-10) are created at review approval: the
+    /// approved order's bills get their row with the planned amount frozen.
+    async fn on_approved(&self, e: &StoredEvent) -> Result<(), RunnerError> {
+        let (_, payload) = e.current_payload()?;
+        let event: PaymentOrderEvent = serde_json::from_value(payload)
+            .map_err(|err| StoreError::Corrupt(format!("event {}: {err}", e.global_position)))?;
+        if let PaymentOrderEvent::PaymentOrderApproved {
+            order_id,
+            planned,
+            at,
+            ..
+        } = event
+        {
+            let planned: Vec<(i64, i64)> = planned
+                .iter()
+                .map(|p| (p.line_id, p.planned_amount_minor))
+                .collect();
+            crate::bill_snapshots::insert_on_approval(
+                &self.db,
+                order_id,
+                &planned,
+                &time_text(&at),
+            )
+            .await?;
         }
         Ok(())
     }

@@ -195,6 +195,13 @@ pub async fn job_engine(
             Arc::new(crate::jobs::cron::HeartbeatHandler),
         ));
     }
+    // Bill-dimension snapshot refresh (R-BILL-10), submitted by bill refresh requests.
+    kinds.push((
+        &crate::bill_snapshots::BILL_SNAPSHOT_REFRESH,
+        Arc::new(crate::bill_snapshots::SnapshotRefreshHandler::new(
+            db.projections.clone(),
+        )),
+    ));
     // Settlement (R-COM-2) is always registered: its cron may be off, but a round
     // can still be run by hand (`jobs retry`).
     kinds.push((

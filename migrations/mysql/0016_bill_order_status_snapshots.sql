@@ -41,3 +41,15 @@ CREATE TABLE bill_dimension_snapshot (
     PRIMARY KEY (bill_key),
     KEY ix_bill_dimension_snapshot_station_month (station_id, bill_yearmonth)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- The snapshot refresh job's saved cursor (src/bill_snapshots.rs): the generation it
+-- belongs to, where the next round starts, and the last round's counts.
+CREATE TABLE bill_snapshot_progress (
+    job_code VARCHAR(160) NOT NULL,
+    generation BIGINT NOT NULL,
+    cursor_key VARCHAR(64) NULL,
+    updated_total BIGINT NOT NULL,
+    skipped_total BIGINT NOT NULL,
+    updated_at VARCHAR(64) NOT NULL,
+    PRIMARY KEY (job_code)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -30,3 +30,15 @@ CREATE TABLE bill_dimension_snapshot (
     approved_at TEXT NOT NULL
 );
 CREATE INDEX ix_bill_dimension_snapshot_station_month ON bill_dimension_snapshot (station_id, bill_yearmonth);
+
+-- The snapshot refresh job's saved cursor (src/bill_snapshots.rs): the generation it
+-- belongs to, where the next round starts, and the last round's counts.
+CREATE TABLE bill_snapshot_progress (
+    job_code TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    cursor_key TEXT NULL,
+    updated_total INTEGER NOT NULL,
+    skipped_total INTEGER NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (job_code)
+);
