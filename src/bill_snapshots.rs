@@ -106,14 +106,15 @@ fn status_text(s: SnapshotStatus) -> &'static str {
     }
 }
 
-fn parse_status(s: &str) -> SnapshotStatus {
-    match s {
+fn parse_status(s: &str) -> Result<SnapshotStatus, StoreError> {
+    Ok(match s {
         "NO_PAYMENT" => SnapshotStatus::NoPayment,
+        "AWAITING_PAYMENT" => SnapshotStatus::AwaitingPayment,
         "PAID" => SnapshotStatus::Paid,
         "PARTIALLY_PAID" => SnapshotStatus::PartiallyPaid,
         "FAILED" => SnapshotStatus::Failed,
-        _ => SnapshotStatus::AwaitingPayment,
-    }
+        other => return Err(corrupt(format!("status {other:?}"))),
+    })
 }
 
 fn source_text(s: ResultSource) -> &'static str {
@@ -125,13 +126,14 @@ fn source_text(s: ResultSource) -> &'static str {
     }
 }
 
-fn parse_source(s: &str) -> ResultSource {
-    match s {
+fn parse_source(s: &str) -> Result<ResultSource, StoreError> {
+    Ok(match s {
         "TREASURY" => ResultSource::Treasury,
         "OFFLINE_IMPORT" => ResultSource::OfflineImport,
         "FAIL_FALLBACK" => ResultSource::FailFallback,
-        _ => ResultSource::Other,
-    }
+        "OTHER" => ResultSource::Other,
+        other => return Err(corrupt(format!("source {other:?}"))),
+    })
 }
 
 fn corrupt(what: impl std::fmt::Display) -> StoreError {
@@ -352,11 +354,11 @@ fn snapshot_of(bill: BillKey, r: &MemRow) -> Result<BillSnapshot, StoreError> {
         paid_count: count("paid_count")?,
         failed_amount_minor: int_of(r, "failed_amount").map_err(corrupt)?,
         failed_count: count("failed_count")?,
-        status: parse_status(text_of(r, "status").map_err(corrupt)?),
+        status: parse_status(text_of(r, "status").map_err(corrupt)?)?,
         latest_paid_at: opt_text("latest_paid_at")
             .map(|s| parse_time(&s))
             .transpose()?,
-        source: opt_text("source").map(|s| parse_source(&s)),
+        source: opt_text("source").map(|s| parse_source(&s)).transpose()?,
         refresh_version: int_of(r, "refresh_version").map_err(corrupt)?,
         payment_diff_minor: int_of(r, "payment_diff").map_err(corrupt)?,
     })
@@ -446,9 +448,12 @@ impl SnapshotRefreshHandler {
 
     async fn round(&self, job: &ClaimedJob) -> Result<RoundReport, RoundError> {
         let payload = job.payload_json().map_err(RoundError::Job)?;
-        let refresh_version = payload["refresh_version"]
-            .as_i64()
-            .unwrap_or(job.generation);
+        let Some(refresh_version) = payload["refresh_version"].as_i64() else {
+            return Err(RoundError::Job(JobFailure {
+                exhaust: true,
+                ..JobFailure::new("payload: refresh_version must be an integer")
+            }));
+        };
         let mut bills = Vec::new();
         for b in payload["bills"].as_array().into_iter().flatten() {
             let text = b.as_str().unwrap_or_default();
@@ -629,5 +634,44 @@ impl JobHandler for SnapshotRefreshHandler {
             Err(RoundError::Job(f)) => Err(f),
             Err(RoundError::Runner(e)) => Err(JobFailure::new(e.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bill_keys_round_trip_through_their_text() {
+        let sm = StationMonth::parse("100:202609").expect("station-month");
+        for key in [BillKey::Diff(7), BillKey::StationMonth(sm)] {
+            assert_eq!(parse_bill_key(&key.to_string()), Some(key));
+        }
+        for bad in ["DIFF:0", "DIFF:x", "STATION_MONTH:100", "SM:100:202609", ""] {
+            assert_eq!(parse_bill_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn status_and_source_texts_round_trip() {
+        for s in [
+            SnapshotStatus::NoPayment,
+            SnapshotStatus::AwaitingPayment,
+            SnapshotStatus::Paid,
+            SnapshotStatus::PartiallyPaid,
+            SnapshotStatus::Failed,
+        ] {
+            assert_eq!(parse_status(status_text(s)).ok(), Some(s));
+        }
+        for s in [
+            ResultSource::Treasury,
+            ResultSource::OfflineImport,
+            ResultSource::FailFallback,
+            ResultSource::Other,
+        ] {
+            assert_eq!(parse_source(source_text(s)).ok(), Some(s));
+        }
+        assert!(parse_status("DONE").is_err());
+        assert!(parse_source("BANK").is_err());
     }
 }
