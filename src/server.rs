@@ -195,6 +195,13 @@ pub async fn job_engine(
             Arc::new(crate::jobs::cron::HeartbeatHandler),
         ));
     }
+    // Bill-dimension snapshot refresh (R-BILL-10), submitted by bill refresh requests.
+    kinds.push((
+        &crate::bill_snapshots::BILL_SNAPSHOT_REFRESH,
+        Arc::new(crate::bill_snapshots::SnapshotRefreshHandler::new(
+            db.projections.clone(),
+        )),
+    ));
     // Settlement (R-COM-2) is always registered: its cron may be off, but a round
     // can still be run by hand (`jobs retry`).
     kinds.push((
@@ -330,6 +337,16 @@ pub async fn start_with(
         db.projections.clone(),
         Some(stall_alerts.clone()),
     ));
+    // Payment-order status reconciliation (R-BILL-9) follows the result events behind
+    // the bill projector, with its own checkpoint.
+    projection_statuses.push(
+        crate::bill_order_status::OrderStatusManager::new(
+            db.store.clone(),
+            db.projections.clone(),
+            crate::affiliate::service_metadata("process:bill_order_status", country_code),
+        )
+        .spawn(Some(stall_alerts.clone())),
+    );
     let state = AppState {
         wallets: CommandBus::start(db.store.clone()),
         projections: db.projections,

@@ -475,7 +475,8 @@ both_backends!(
                 "affiliate_orders",
                 "commission_records",
                 "campaign_usage",
-                "bill"
+                "bill",
+                "bill_order_status"
             ]
         );
     }
@@ -572,14 +573,19 @@ both_backends!(
         // Each stops right before its own bad event; the orders and campaign
         // projectors reach the head.
         let list = wait_projections(&app, "two stopped, the others at the head", |l| {
-            l.len() == 5
+            l.len() == 6
                 && l.iter()
                     .any(|s| s["name"] == "wallet" && s["error_position"] == credit)
                 && l.iter()
                     .any(|s| s["name"] == "commission_records" && s["error_position"] == frozen)
-                && ["affiliate_orders", "campaign_usage", "bill"]
-                    .iter()
-                    .all(|n| l.iter().any(|s| s["name"] == *n && s["position"] == head))
+                && [
+                    "affiliate_orders",
+                    "campaign_usage",
+                    "bill",
+                    "bill_order_status",
+                ]
+                .iter()
+                .all(|n| l.iter().any(|s| s["name"] == *n && s["position"] == head))
         })
         .await;
         let wallet = named(&list, "wallet");
