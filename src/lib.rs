@@ -5,6 +5,7 @@ pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod bill_projection;
+pub mod bill_refresh;
 pub mod bus;
 pub mod callbacks;
 pub mod db;
