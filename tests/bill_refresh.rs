@@ -577,6 +577,62 @@ both_backends!(
         let s = summary(&job);
         assert_eq!(s["station_months_resolved"], 0);
         assert_eq!(s["notes"], json!(["resolved 0 scopes", "changed 0 rows"]));
+        assert_eq!(s["order_status_reconciliation"]["would_run"], false);
+
+        // A resubmit of the same key merges the trigger sources and runs again under a
+        // new generation (a whitelisted source now asks for reconciliation).
+        let again = refresh(
+            &app,
+            json!({"scope_type": "ACCOUNT_SCOPE", "small_account_ids": [999],
+                   "partner_account_ids": [998], "month_end": MONTH,
+                   "trigger_sources": ["PAYMENT_IMPORT_DELETE"]}),
+        )
+        .await;
+        assert_eq!(again["job_code"], got["job_code"]);
+        assert_eq!(again["resubmitted"], true);
+        assert_eq!(
+            again["request"]["trigger_sources"],
+            json!(["PAYMENT_IMPORT_DELETE", "MANUAL"])
+        );
+        let job = settled(&app, got["job_code"].as_str().unwrap(), 1).await;
+        assert_eq!(job["status"], "SUCCESS", "{job}");
+        assert_eq!(
+            summary(&job)["order_status_reconciliation"]["would_run"],
+            true
+        );
+    }
+);
+
+both_backends!(
+    an_account_scope_is_expanded_in_pages_of_at_most_100,
+    |db: TestDb| async move {
+        let app = Server::start(&db).await;
+        reference(&app).await;
+        let stations: Vec<i64> = (601..=705).collect();
+        for s in &stations {
+            ok(
+                &app,
+                "/v1/bills/small-bills",
+                json!({"station_id": s, "month": MONTH, "bill_id": s * 10,
+                       "account_id": 101, "rent_minor": 1000}),
+            )
+            .await;
+        }
+        projected(&app, 705, 99).await;
+        let got = refresh(
+            &app,
+            json!({"scope_type": "ACCOUNT_SCOPE", "small_account_ids": [101],
+                   "month_end": MONTH}),
+        )
+        .await;
+        let job = settled(&app, got["job_code"].as_str().unwrap(), 0).await;
+        assert_eq!(job["status"], "SUCCESS", "{job}");
+        let s = summary(&job);
+        assert_eq!(s["account_scope_pages"], 2, "{s}");
+        assert_eq!(s["station_months_resolved"], 105);
+        assert_eq!(s["station_months_done"], 105);
+        let processed: Vec<String> = stations.iter().map(|s| format!("{s}:{MONTH}")).collect();
+        assert_eq!(s["processed"], json!(processed));
     }
 );
 
