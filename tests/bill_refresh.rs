@@ -423,6 +423,10 @@ both_backends!(
         )
         .await;
         assert_eq!(jobs, 0, "nothing refused was submitted");
+        let doc = app.get("/openapi.json").await;
+        for path in ["/v1/bills:refresh", "/v1/bills/inspections"] {
+            assert!(doc.1["paths"].get(path).is_some(), "{path} is documented");
+        }
     }
 );
 

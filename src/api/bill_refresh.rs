@@ -108,6 +108,14 @@ fn internal(e: impl std::fmt::Display) -> Problem {
 }
 
 /// Submit a refresh request.
+#[utoipa::path(
+    post,
+    path = "/v1/bills:refresh",
+    request_body(content = Object, description = "R-BILL-8 request: {scope_type: STATION_MONTH|PARTNER_BILL|DIFF|ORDER_BILL|ACCOUNT_SCOPE, station_months?: [{station_id, bill_month: yyyymm, partner_org_id?, partner_bill_id?, partner_account_id?, diff_id?}], partner_bill_ids?, diff_ids?, order_bill_ids?, small_account_ids?, partner_account_ids?, month_end?: yyyymm, mode?: ALL|UNFINISHED, trigger_sources?: [..]}; ≤ 16,384 bytes, ≤ 1,200 JSON nodes, ≤ 200 scopes"),
+    responses((status = 202, description = "{job_code, business_key, stored_business_key, scope_type, mode, scope_count, resubmitted, request}"),
+              (status = 413, body = super::ProblemBody), (status = 422, body = super::ProblemBody)),
+    security(("bearer" = []))
+)]
 #[tracing::instrument(skip_all, fields(actor = %caller.principal.actor()))]
 pub async fn submit(
     State(state): State<AppState>,
@@ -194,6 +202,18 @@ pub struct InspectionQuery {
 }
 
 /// Stored inspection findings.
+#[utoipa::path(
+    get,
+    path = "/v1/bills/inspections",
+    params(("station_id" = Option<i64>, Query, description = "Findings of this station"),
+           ("month" = Option<String>, Query, description = "Of this bill month, yyyymm"),
+           ("job" = Option<String>, Query, description = "Of this refresh job code"),
+           ("after_id" = Option<i64>, Query, description = "Page after this finding id"),
+           ("limit" = Option<i64>, Query, description = "Page size")),
+    responses((status = 200, description = "{findings: [{id, job_code, generation, station_id, bill_month, rule_id, severity, row_table, row_id, message, found_at}], next_after_id}"),
+              (status = 422, body = super::ProblemBody)),
+    security(("bearer" = []))
+)]
 #[tracing::instrument(skip_all, fields(actor = %caller.principal.actor()))]
 pub async fn inspections(
     State(state): State<AppState>,
