@@ -700,6 +700,32 @@ both_backends!(
         assert_eq!(found.1["findings"], json!([]));
         let bad = app.get("/v1/bills/inspections?month=202613").await;
         assert_eq!(bad.0, 422, "{}", bad.1);
+
+        // Findings that cannot be stored are logged; the round still succeeds.
+        let d = db.database().await;
+        exec(
+            &d.db,
+            "UPDATE fi_customer_bill SET paid_amount = 999 WHERE station_id = 41",
+        )
+        .await;
+        exec(
+            &d.db,
+            "ALTER TABLE bill_inspection_findings RENAME TO bill_inspection_findings_away",
+        )
+        .await;
+        let unfinished = json!({"scope_type": "STATION_MONTH",
+            "station_months": station_months(&[41]), "mode": "UNFINISHED"});
+        let got = refresh(&app, unfinished).await;
+        assert_eq!(got["resubmitted"], true);
+        let job = settled(&app, got["job_code"].as_str().unwrap(), 1).await;
+        exec(
+            &d.db,
+            "ALTER TABLE bill_inspection_findings_away RENAME TO bill_inspection_findings",
+        )
+        .await;
+        assert_eq!(job["status"], "SUCCESS", "{job}");
+        let inspection = &summary(&job)["inspection"];
+        assert!(inspection["errors"].as_i64() >= Some(1), "{inspection}");
     }
 );
 
