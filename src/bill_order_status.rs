@@ -36,9 +36,9 @@ use factledger_projections::bill::order_status::{
 };
 use factledger_projections::bill::tables::{LINES, ORDERS, RESULTS};
 use factledger_projections::bill::{
-    LineKind, LineStatus, OrderStatus, ResultSource, ResultStatus, ResultType,
+    LineKind, LineStatus, OrderStatus, ResultSource, ResultStatus, ResultType, StationMonth,
 };
-use factledger_projections::table::Cell;
+use factledger_projections::table::{Cell, MemRow};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -275,24 +275,42 @@ impl OrderStatusManager {
                 .await?
             }
         };
-        let mut lines = Vec::new();
-        for r in &line_rows {
-            if let Some(l) = line_of(r).map_err(corrupt)? {
-                lines.push(ReconcileLine {
-                    line_id: l.id,
-                    order_id: l.order_id,
-                    publish_version: l.publish_version,
-                    submit_round: l.submit_round,
-                    kind: l.kind,
-                    deleted: l.deleted,
-                    status: l.status,
-                    latest_result_id: l.latest_result_id,
-                    paid_amount_minor: 0,
-                    planned_amount_minor: l.planned_amount_minor,
-                });
-            }
+        Ok(reconcile_lines(&line_rows).map_err(corrupt)?)
+    }
+
+    /// R-BILL-9 after a refresh run (R-BILL-8: "then order-status reconciliation"):
+    /// the masters of these station-months' current payable lines, each reconciled
+    /// as for a result event of `trigger_source`; conflicts are reported the same
+    /// way (at position 0: no event triggered them).
+    pub async fn reconcile_station_months(
+        &self,
+        station_months: &[StationMonth],
+        trigger_source: TriggerSource,
+    ) -> Result<Vec<MasterOutcome>, RunnerError> {
+        let mut affected = Vec::new();
+        for sm in station_months {
+            let rows = select_rows(
+                &self.db,
+                &LINES,
+                "WHERE station_id = ? AND bill_yearmonth = ? ORDER BY line_id",
+                &[Cell::Int(sm.station_id), Cell::text(sm.month.to_string())],
+            )
+            .await?;
+            let corrupt = |err: String| StoreError::Corrupt(format!("lines of {sm}: {err}"));
+            affected.extend(reconcile_lines(&rows).map_err(corrupt)?);
         }
-        Ok(lines)
+        let order_ids: BTreeSet<i64> = affected.iter().map(|l| l.order_id).collect();
+        let masters = self.fact_masters(&order_ids).await?;
+        let mut outcomes = Vec::new();
+        for order_id in masters_to_reconcile(&masters, &affected) {
+            let outcome = self.reconcile_master(order_id, trigger_source).await?;
+            if let MasterOutcome::Conflict { attempts, .. } = &outcome {
+                self.report_conflict(order_id, 0, trigger_source, *attempts)
+                    .await?;
+            }
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
     }
 
     async fn fact_masters(&self, order_ids: &BTreeSet<i64>) -> Result<Vec<Master>, RunnerError> {
@@ -597,4 +615,26 @@ pub fn line_result_of(r: &PaymentResult) -> Option<LineResult> {
         fail_reason: fail_reason.clone(),
         voided: r.voided,
     })
+}
+
+/// The reconciliation view of fact-table line rows.
+fn reconcile_lines(line_rows: &[MemRow]) -> Result<Vec<ReconcileLine>, String> {
+    let mut lines = Vec::new();
+    for r in line_rows {
+        if let Some(l) = line_of(r)? {
+            lines.push(ReconcileLine {
+                line_id: l.id,
+                order_id: l.order_id,
+                publish_version: l.publish_version,
+                submit_round: l.submit_round,
+                kind: l.kind,
+                deleted: l.deleted,
+                status: l.status,
+                latest_result_id: l.latest_result_id,
+                paid_amount_minor: 0,
+                planned_amount_minor: l.planned_amount_minor,
+            });
+        }
+    }
+    Ok(lines)
 }

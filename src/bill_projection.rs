@@ -1149,3 +1149,40 @@ pub async fn dump(db: &ProjectionDb) -> Result<Vec<(&'static str, Vec<MemRow>)>,
     }
     Ok(out)
 }
+
+/// The facts one station-month's decision reads, as the fact tables hold them now
+/// (`None` when it has neither a small bill nor a diff). What the R-BILL-11 inspection
+/// after a refresh run compares the projected rows with.
+pub async fn facts_of(
+    db: &ProjectionDb,
+    station_month: StationMonth,
+) -> Result<Option<BillFacts>, RunnerError> {
+    let mut tx = Tx::begin(db).await?;
+    let assembled = assemble(&mut tx, station_month)
+        .await
+        .map_err(Step::into_runner)?;
+    tx.commit().await?;
+    Ok(assembled.map(|a| a.facts))
+}
+
+/// Station-months selected by `sql` (two columns: station id, `yyyymm`), in the
+/// order it returns them. R-BILL-8 account scopes page through the fact tables with it.
+pub async fn select_station_months(
+    db: &ProjectionDb,
+    sql: &str,
+    args: &[Cell],
+) -> Result<Vec<StationMonth>, RunnerError> {
+    let mut tx = Tx::begin(db).await?;
+    let mut out = Vec::new();
+    for row in tx.fetch(sql, args, STATION_MONTH_COLUMNS).await? {
+        let station_id = fold::int_of(&row, "station_id")
+            .map_err(bad(0))
+            .map_err(Step::into_runner)?;
+        let month = fold::month_of(&row, "month")
+            .map_err(bad(0))
+            .map_err(Step::into_runner)?;
+        out.push(StationMonth { station_id, month });
+    }
+    tx.commit().await?;
+    Ok(out)
+}

@@ -6,6 +6,7 @@ pub mod api;
 pub mod auth;
 pub mod bill_order_status;
 pub mod bill_projection;
+pub mod bill_refresh;
 pub mod bill_snapshots;
 pub mod bus;
 pub mod callbacks;

@@ -212,6 +212,21 @@ pub async fn job_engine(
             country_code,
         )),
     ));
+    // Bill refresh requests (R-BILL-8): submitted by `POST /v1/bills:refresh`.
+    kinds.push((
+        &crate::bill_refresh::BILL_REFRESH,
+        Arc::new(
+            crate::bill_refresh::BillRefreshHandler::new(db.db.clone(), db.projections.clone())
+                .with_downstream(
+                    crate::bill_order_status::OrderStatusManager::new(
+                        db.store.clone(),
+                        db.projections.clone(),
+                        crate::affiliate::service_metadata("job:bill_refresh", country_code),
+                    ),
+                    slot.clone(),
+                ),
+        ),
+    ));
     if !options.platform_sync.pairs.is_empty() {
         // The cron's firings submit the sync jobs through the engine itself.
         kinds.push((

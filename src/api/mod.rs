@@ -5,6 +5,7 @@ mod affiliate;
 mod affiliate_commands;
 mod audit;
 mod bill_reads;
+mod bill_refresh;
 mod bills;
 mod callbacks;
 mod cron;
@@ -107,6 +108,8 @@ pub fn router(state: AppState) -> Router {
             "/v1/campaigns/{campaign_id}",
             post(affiliate_commands::open_campaign),
         )
+        .route("/v1/bills:refresh", post(bill_refresh::submit))
+        .route("/v1/bills/inspections", get(bill_refresh::inspections))
         .route("/v1/bills/small-bills", post(bills::record_small_bill))
         .route("/v1/bills/diffs", post(bills::record_diff))
         .route("/v1/bills/partner-bills", post(bills::record_partner_bill))

@@ -26,6 +26,8 @@ use utoipa::OpenApi;
         super::affiliate_commands::set_inviter,
         super::affiliate_commands::open_campaign,
         super::bills::record_small_bill,
+        super::bill_refresh::submit,
+        super::bill_refresh::inspections,
         super::bills::record_diff,
         super::bills::record_partner_bill,
         super::bills::post_on_partner_bill,
