@@ -625,10 +625,7 @@ both_backends!(
         );
         let job = settled(&app, got["job_code"].as_str().unwrap(), 1).await;
         assert_eq!(job["status"], "SUCCESS", "{job}");
-        assert_eq!(
-            summary(&job)["order_status_reconciliation"]["ran"],
-            true
-        );
+        assert_eq!(summary(&job)["order_status_reconciliation"]["ran"], true);
     }
 );
 

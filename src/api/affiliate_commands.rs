@@ -49,7 +49,10 @@ pub(super) fn refusal(code: &'static str, field: Option<&'static str>, detail: S
 }
 
 /// A unit that did not commit, as a problem; `domain` maps the aggregate's refusal.
-fn unit_problem<E: std::error::Error>(e: UnitError<E>, domain: impl Fn(E) -> Problem) -> Problem {
+pub(super) fn unit_problem<E: std::error::Error>(
+    e: UnitError<E>,
+    domain: impl Fn(E) -> Problem,
+) -> Problem {
     match e {
         UnitError::Refused(d) => domain(d),
         UnitError::Conflict(n) => Problem::new(

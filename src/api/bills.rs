@@ -48,28 +48,10 @@ fn bill_problem(e: BillError) -> Problem {
     }
 }
 
-/// A unit that did not commit, as a problem.
+/// A unit that did not commit, as a problem (the bill refusal mapped by
+/// [`bill_problem`]).
 fn unit_problem(e: UnitError<BillError>) -> Problem {
-    match e {
-        UnitError::Refused(d) => bill_problem(d),
-        UnitError::Conflict(n) => Problem::new(
-            StatusCode::CONFLICT,
-            "CONCURRENCY_CONFLICT",
-            format!("the streams kept changing; gave up after {n} attempts, nothing written"),
-        ),
-        UnitError::DuplicateLedgerRef(r) => Problem::new(
-            StatusCode::CONFLICT,
-            "DUPLICATE_LEDGER_REF",
-            format!("ledger reference {r} already exists; nothing written"),
-        ),
-        UnitError::TooManyStreams => Problem::internal(e.to_string()),
-        UnitError::Invariant(v) => Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "INVARIANT_VIOLATION",
-            format!("stored events contradict the aggregate: {v}"),
-        ),
-        UnitError::Store(s) => s.into(),
-    }
+    super::affiliate_commands::unit_problem(e, bill_problem)
 }
 
 fn written<T>(done: UnitOutcome<T>) -> Written {
