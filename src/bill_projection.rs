@@ -374,10 +374,14 @@ async fn resolve(tx: &mut Tx, touch: Touch, into: &mut BTreeSet<StationMonth>) -
             into.insert(sm);
         }
         Touch::SmallBillAccount(sm) => {
+            // Only the months whose cutoff can reach this rent (see `assemble`).
             let sql = "SELECT s2.station_id, s2.bill_yearmonth FROM bill_fact_small_bills s1 \
                        JOIN bill_fact_small_bills s2 ON s2.account_id = s1.account_id \
-                       WHERE s1.station_id = ? AND s1.bill_yearmonth = ?";
-            station_months(tx, sql, &sm_args(sm), into).await?;
+                       WHERE s1.station_id = ? AND s1.bill_yearmonth = ? \
+                       AND s2.bill_yearmonth >= ?";
+            let mut args = sm_args(sm).to_vec();
+            args.push(Cell::Text(sm.month.first_month_reading_rent().to_string()));
+            station_months(tx, sql, &args, into).await?;
         }
         Touch::DiffPartnerBill(sm) => {
             let sql = "SELECT d2.station_id, d2.share_month FROM bill_fact_diffs d1 \
@@ -567,8 +571,16 @@ async fn assemble(tx: &mut Tx, sm: StationMonth) -> Result<Option<Assembled>, St
         )
         .await?;
         small_account = conv(&rows, fold::customer_account_of)?.into_iter().next();
-        let order = "WHERE account_id = ? ORDER BY station_id, bill_yearmonth";
-        let rows = read(tx, &mut seen, &SMALL_BILLS, order, &a).await?;
+        // The account's rents up to the last month any cutoff of this month can reach
+        // (R-BILL-4): a later small bill changes nothing here, so it is not read (and
+        // a small bill event recomputes only the months that read it: see `resolve`).
+        let order = "WHERE account_id = ? AND bill_yearmonth <= ? \
+                     ORDER BY station_id, bill_yearmonth";
+        let until = [
+            Cell::Int(b.account_id),
+            Cell::Text(sm.month.last_rent_month_read().to_string()),
+        ];
+        let rows = read(tx, &mut seen, &SMALL_BILLS, order, &until).await?;
         account_small_bills = conv(&rows, fold::small_bill_rent_of)?;
     }
 

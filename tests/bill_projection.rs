@@ -1141,3 +1141,46 @@ both_backends!(
         assert!(stderr.contains("--scope account:other:1"), "{stderr}");
     }
 );
+
+// R-BILL-4 across months: a quarterly cycle's cutoff of 202607 is 202609, so the rent
+// of a 202609 small bill recorded later changes 202607's available payable, and the
+// projector recomputes 202607 on that event; a 202601 month (another half-year, whose
+// cutoff cannot reach 202609) keeps its decision and is not recomputed.
+both_backends!(
+    a_later_small_bill_recomputes_the_earlier_months_whose_cutoff_reaches_it,
+    |db: TestDb| async move {
+        let f = Facts::new(&db);
+        let p = projections(&db).await;
+        f.customer_account(101, "202601", Some("202612")).await;
+        f.partner_account(201, 301, Some(100)).await;
+        f.profile(301, "QUARTERLY").await;
+        for (month, bill, pb, diff) in [("202601", 1001, 401, 501), ("202607", 1007, 407, 507)] {
+            f.small_bill(100, month, bill, 101, 1000).await;
+            f.partner_bill(pb, 201, month, Some(500), 0).await;
+            f.diff(100, month, diff, Some(pb)).await;
+        }
+        catch_up(&db, &p).await;
+        let available = |d: MemRow| d.get("pre_rent_available").cloned();
+        // 202607: rents 202601 and 202607 (cutoff 202609) = 2,000.
+        assert_eq!(
+            available(decision(&p, 100, "202607").await),
+            Some(int(2000))
+        );
+        // 202601: cutoff 202603 reads 202601 only.
+        let before_jan = decision(&p, 100, "202601").await;
+        assert_eq!(available(before_jan.clone()), Some(int(1000)));
+
+        f.small_bill(100, "202609", 1009, 101, 1000).await;
+        catch_up(&db, &p).await;
+        assert_eq!(
+            available(decision(&p, 100, "202607").await),
+            Some(int(3000)),
+            "202607's cutoff 202609 reaches the new rent"
+        );
+        assert_eq!(
+            decision(&p, 100, "202601").await,
+            before_jan,
+            "202601 is neither changed nor rewritten"
+        );
+    }
+);

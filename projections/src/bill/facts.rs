@@ -49,6 +49,22 @@ impl YearMonth {
         self.month
     }
 
+    /// The last month whose rent the pre-rent check of this month can sum: every
+    /// cutoff (R-BILL-4) is at most the end of the target month's half-year (the
+    /// longest cycle), so later small bills never change this month's decision.
+    pub fn last_rent_month_read(self) -> YearMonth {
+        self.end_of_period(6)
+    }
+
+    /// The first month whose pre-rent check can read this month's rent: the first
+    /// month of its half-year (the converse of [`YearMonth::last_rent_month_read`]).
+    pub fn first_month_reading_rent(self) -> YearMonth {
+        YearMonth {
+            year: self.year,
+            month: (self.month - 1) / 6 * 6 + 1,
+        }
+    }
+
     /// The last month of the calendar period of `months_per_period` months (3: a
     /// quarter, 6: a half-year) that holds this month.
     pub(crate) fn end_of_period(self, months_per_period: u8) -> YearMonth {

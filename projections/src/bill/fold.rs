@@ -74,8 +74,9 @@ pub enum FactOp {
 pub enum Touch {
     /// This station-month.
     StationMonth(StationMonth),
-    /// Every station-month of the account of this station-month's small bill (the
-    /// pre-rent check sums the account's rents).
+    /// The station-months of the account of this station-month's small bill whose
+    /// pre-rent check can sum its rent: from the first month of its half-year on
+    /// (every cutoff is at most the end of the target month's half-year).
     SmallBillAccount(StationMonth),
     /// Every station-month whose diff links the partner bill this station-month's
     /// diff links (a partner bill linked twice is a finding on each).

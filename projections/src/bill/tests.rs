@@ -1511,3 +1511,29 @@ fn bill_months_order_by_time_and_know_their_period_ends() {
         Err(BillError::BadMonth(_))
     ));
 }
+
+#[test]
+fn a_months_rent_is_read_from_the_first_month_of_its_half_year_to_the_half_years_end() {
+    let ym = |s: &str| YearMonth::parse(s).unwrap();
+    for (month, first_reader, last_read) in [
+        ("202601", "202601", "202606"),
+        ("202606", "202601", "202606"),
+        ("202607", "202607", "202612"),
+        ("202609", "202607", "202612"),
+        ("202612", "202607", "202612"),
+    ] {
+        assert_eq!(
+            ym(month).first_month_reading_rent(),
+            ym(first_reader),
+            "{month}"
+        );
+        assert_eq!(ym(month).last_rent_month_read(), ym(last_read), "{month}");
+        // The two agree: a month reads a rent iff the rent's first reader is not after it
+        // and the rent is not after the month's last read month.
+        for other in ["202512", "202601", "202606", "202607", "202612", "202701"] {
+            let reads = ym(other) <= ym(month).last_rent_month_read();
+            let read_by = ym(month) >= ym(other).first_month_reading_rent();
+            assert_eq!(reads, read_by, "{month} reads {other}");
+        }
+    }
+}
