@@ -113,6 +113,15 @@ async fn spawn(db: &TestDb) -> App {
     let started = factledger::server::start_with(&db.url, "ID", dir.path(), options)
         .await
         .unwrap();
+    // The built-in cron (the failed-callback replay scan every 2 min) stays out of the
+    // way too: its firing submits and kicks every failed callback's replay job, which
+    // would race the rounds these tests drive. Another deployment holds the lease.
+    exec(
+        started.state.jobs.db(),
+        "UPDATE cron_leases SET owner = 'tests: held elsewhere', epoch = epoch + 1, \
+         lease_until_ms = 9000000000000000",
+    )
+    .await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let state = started.state.clone();
