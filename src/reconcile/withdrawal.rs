@@ -13,6 +13,10 @@
 //! frozen bucket after the last movement. Either difference is an `event` finding:
 //! money facts disagree, automatic repair is refused and people correct events.
 //!
+//! A withdrawal reference is one wallet's: should two wallets use the same one, their
+//! entries interleave in ledger-key order and each side is reported (a release
+//! without a freeze), which is what such a reference deserves.
+//!
 //! Memory: one withdrawal at a time (entries are read in ledger-key order) plus one
 //! pair of sums per wallet with withdrawals.
 
