@@ -642,6 +642,74 @@ fn keyset_after(row_value: bool, columns: &[&str], key: Vec<Arg>) -> (String, Ve
     (sql, args)
 }
 
+/// The wallet movements whose ledger key matches `filter` (SQL with `?`, bound to
+/// `filter_args`) up to `up_to`, in ledger-key order (the unique ledger index), page
+/// by page. An undecodable wallet event is skipped: it is the wallet pass's finding.
+async fn ledger_movements(
+    snap: &mut Snapshot,
+    filter: &str,
+    filter_args: &[Arg],
+    up_to: i64,
+    page_rows: i64,
+    mut each: impl FnMut(&StoredEvent, &Movement),
+) -> Result<(), ReconcileError> {
+    const KEY: [&str; 3] = ["ledger_ref_type", "ledger_ref_id", "ledger_entry_type"];
+    let page_rows = page_rows.clamp(1, PAGE_ROWS_MAX);
+    let mut after: Option<(String, String, String)> = None;
+    loop {
+        let mut conditions = vec![
+            filter.to_owned(),
+            "aggregate_type = ?".into(),
+            "global_position <= ?".into(),
+        ];
+        let mut args = filter_args.to_vec();
+        args.extend([Arg::Text(WALLET_AGGREGATE_TYPE.to_owned()), Arg::Int(up_to)]);
+        if let Some((t, id, entry)) = &after {
+            let key = vec![
+                Arg::Text(t.clone()),
+                Arg::Text(id.clone()),
+                Arg::Text(entry.clone()),
+            ];
+            let (cond, key) = snap.after(&KEY, key);
+            conditions.push(cond);
+            args.extend(key);
+        }
+        let sql = page_sql(
+            &format!("SELECT {EVENT_COLUMNS} FROM events"),
+            &conditions,
+            &KEY.join(", "),
+            page_rows,
+        );
+        let rows =
+            snap.fetch(&sql, &args, event_row)
+                .await
+                .map_err(|source| ReconcileError::Row {
+                    table: "events",
+                    after: format!("{after:?}"),
+                    source,
+                })?;
+        let full = rows.len() as i64 == page_rows;
+        for row in rows {
+            let Some(key) = row.ledger_ref else {
+                continue;
+            };
+            after = Some(key);
+            let Ok((_, payload)) = row.event.current_payload() else {
+                continue;
+            };
+            let Ok(event) = WalletEvent::deserialize(&payload) else {
+                continue;
+            };
+            if let Some(m) = event.as_movement() {
+                each(&row.event, m);
+            }
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
 /// `SELECT … WHERE <conditions> ORDER BY … LIMIT <rows>`. The limit is a literal,
 /// not a parameter: in a MariaDB prepared statement with `LIMIT ?` (and string
 /// parameters) the server read the rest of the range and sorted it for a page

@@ -193,67 +193,25 @@ async fn wallet_side(
     page_rows: i64,
     sums: &mut BTreeMap<String, Sums>,
 ) -> Result<(), ReconcileError> {
-    let page_rows = page_rows.clamp(1, PAGE_ROWS_MAX);
     for ref_type in [COMMISSION_REF_TYPE, COMMISSION_ADJUSTMENT_REF_TYPE] {
-        let mut after: Option<(String, String)> = None;
-        loop {
-            let mut conditions = vec![
-                "ledger_ref_type = ?".to_owned(),
-                "aggregate_type = ?".into(),
-                "global_position <= ?".into(),
-            ];
-            let mut args = vec![
-                Arg::Text(ref_type.to_owned()),
-                Arg::Text(WALLET_AGGREGATE_TYPE.to_owned()),
-                Arg::Int(up_to),
-            ];
-            if let Some((id, entry)) = &after {
-                let key = vec![Arg::Text(id.clone()), Arg::Text(entry.clone())];
-                let (cond, key) = snap.after(&["ledger_ref_id", "ledger_entry_type"], key);
-                conditions.push(cond);
-                args.extend(key);
-            }
-            let sql = page_sql(
-                &format!("SELECT {EVENT_COLUMNS} FROM events"),
-                &conditions,
-                "ledger_ref_type, ledger_ref_id, ledger_entry_type",
-                page_rows,
-            );
-            let rows =
-                snap.fetch(&sql, &args, event_row)
-                    .await
-                    .map_err(|source| ReconcileError::Row {
-                        table: "events",
-                        after: format!("{after:?}"),
-                        source,
-                    })?;
-            let full = rows.len() as i64 == page_rows;
-            for row in rows {
-                if let Some((_, id, entry)) = &row.ledger_ref {
-                    after = Some((id.clone(), entry.clone()));
-                }
-                let Some(s) = sums.get_mut(&row.event.aggregate_id) else {
-                    continue;
-                };
-                // An undecodable wallet event is the wallet pass's finding already.
-                let Ok((_, payload)) = row.event.current_payload() else {
-                    continue;
-                };
-                let Ok(event) = WalletEvent::deserialize(&payload) else {
-                    continue;
-                };
-                let Some(m) = event.as_movement() else {
-                    continue;
+        let filter = [Arg::Text(ref_type.to_owned())];
+        ledger_movements(
+            snap,
+            "ledger_ref_type = ?",
+            &filter,
+            up_to,
+            page_rows,
+            |e, m| {
+                let Some(s) = sums.get_mut(&e.aggregate_id) else {
+                    return;
                 };
                 s.pending_actual += m.delta.pending_minor;
                 if ref_type == COMMISSION_REF_TYPE && m.entry_type == EntryType::ReleasePending {
                     s.released_actual += m.amount_minor;
                 }
-            }
-            if !full {
-                break;
-            }
-        }
+            },
+        )
+        .await?;
     }
     Ok(())
 }

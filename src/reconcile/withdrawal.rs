@@ -104,7 +104,6 @@ pub(super) async fn check_withdrawals(
     up_to: i64,
     page_rows: i64,
 ) -> Result<(), ReconcileError> {
-    let page_rows = page_rows.clamp(1, PAGE_ROWS_MAX);
     let mut wallets: BTreeMap<String, FrozenSums> = BTreeMap::new();
     let mut current: Option<Withdrawal> = None;
     let mut findings = Vec::new();
@@ -112,91 +111,39 @@ pub(super) async fn check_withdrawals(
     let types = FROZEN_ENTRY_TYPES
         .map(|t| format!("'{}'", t.as_str()))
         .join(", ");
-    let mut after: Option<(String, String, String)> = None;
-    loop {
-        let mut conditions = vec![
-            "aggregate_type = ?".to_owned(),
-            "global_position <= ?".into(),
-            format!("ledger_entry_type IN ({types})"),
-        ];
-        let mut args = vec![Arg::Text(WALLET_AGGREGATE_TYPE.to_owned()), Arg::Int(up_to)];
-        if let Some((t, id, entry)) = &after {
-            let key = vec![
-                Arg::Text(t.clone()),
-                Arg::Text(id.clone()),
-                Arg::Text(entry.clone()),
-            ];
-            let (cond, key) = snap.after(
-                &["ledger_ref_type", "ledger_ref_id", "ledger_entry_type"],
-                key,
-            );
-            conditions.push(cond);
-            args.extend(key);
-        }
-        let sql = page_sql(
-            &format!("SELECT {EVENT_COLUMNS} FROM events"),
-            &conditions,
-            "ledger_ref_type, ledger_ref_id, ledger_entry_type",
-            page_rows,
-        );
-        let rows =
-            snap.fetch(&sql, &args, event_row)
-                .await
-                .map_err(|source| ReconcileError::Row {
-                    table: "events",
-                    after: format!("{after:?}"),
-                    source,
-                })?;
-        let full = rows.len() as i64 == page_rows;
-        for row in rows {
-            let Some(key) = row.ledger_ref.clone() else {
-                continue;
-            };
-            after = Some(key);
-            // An undecodable wallet event is the wallet pass's finding already.
-            let Ok((_, payload)) = row.event.current_payload() else {
-                continue;
-            };
-            let Ok(event) = WalletEvent::deserialize(&payload) else {
-                continue;
-            };
-            let Some(m) = event.as_movement() else {
-                continue;
-            };
-            let wallet_id = &row.event.aggregate_id;
-            let same = current.as_ref().is_some_and(|w| {
-                &w.wallet_id == wallet_id && w.ref_type == m.ref_type && w.ref_id == m.ref_id
+    let filter = format!("ledger_entry_type IN ({types})");
+    ledger_movements(snap, &filter, &[], up_to, page_rows, |e, m| {
+        let wallet_id = &e.aggregate_id;
+        let same = current.as_ref().is_some_and(|w| {
+            &w.wallet_id == wallet_id && w.ref_type == m.ref_type && w.ref_id == m.ref_id
+        });
+        if !same {
+            if let Some(done) = current.take() {
+                finish(done, &mut wallets, &mut findings);
+            }
+            checked += 1;
+            current = Some(Withdrawal {
+                wallet_id: wallet_id.clone(),
+                ref_type: m.ref_type.clone(),
+                ref_id: m.ref_id.clone(),
+                ..Withdrawal::default()
             });
-            if !same {
-                if let Some(done) = current.take() {
-                    finish(done, &mut wallets, &mut findings);
-                }
-                checked += 1;
-                current = Some(Withdrawal {
-                    wallet_id: wallet_id.clone(),
-                    ref_type: m.ref_type.clone(),
-                    ref_id: m.ref_id.clone(),
-                    ..Withdrawal::default()
-                });
-            }
-            let w = current.as_mut().expect("set above");
-            match m.entry_type {
-                EntryType::WithdrawFreeze => w.frozen += m.amount_minor,
-                EntryType::WithdrawUnfreeze => w.unfrozen += m.amount_minor,
-                EntryType::WithdrawPayout => w.paid_out += m.amount_minor,
-                _ => {}
-            }
-            w.events.push(event_ref(&row.event));
-            let sums = wallets.entry(wallet_id.clone()).or_default();
-            if row.event.global_position > sums.last_position {
-                sums.last_position = row.event.global_position;
-                sums.bucket = m.after.frozen_minor;
-            }
         }
-        if !full {
-            break;
+        let w = current.as_mut().expect("set above");
+        match m.entry_type {
+            EntryType::WithdrawFreeze => w.frozen += m.amount_minor,
+            EntryType::WithdrawUnfreeze => w.unfrozen += m.amount_minor,
+            EntryType::WithdrawPayout => w.paid_out += m.amount_minor,
+            _ => {}
         }
-    }
+        w.events.push(event_ref(e));
+        let sums = wallets.entry(wallet_id.clone()).or_default();
+        if e.global_position > sums.last_position {
+            sums.last_position = e.global_position;
+            sums.bucket = m.after.frozen_minor;
+        }
+    })
+    .await?;
     if let Some(done) = current.take() {
         finish(done, &mut wallets, &mut findings);
     }
