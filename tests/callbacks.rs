@@ -267,14 +267,6 @@ impl App {
     }
 }
 
-async fn make_due(db: &Db, code: &str) {
-    exec(
-        db,
-        &format!("UPDATE jobs SET next_execute_at_ms = 0 WHERE code = '{code}'"),
-    )
-    .await;
-}
-
 fn payload(row: &CallbackRow) -> Value {
     serde_json::from_str(row.normalized_payload.as_deref().expect("normalised")).unwrap()
 }
@@ -535,8 +527,14 @@ both_backends!(
         .await;
 
         // Replay round 1 fails again (attempt 2).
-        make_due(app.db(), &code).await;
-        let run = app.state.jobs.scan(CALLBACK_REPLAY.name, None).await.unwrap();
+        // A manual retry runs the round now without making the job due: a kick of it
+        // still in flight (kicks obey due time) can never claim it first.
+        let run = app
+            .state
+            .jobs
+            .retry(&Selector::parse(vec![code.clone()], vec![]).unwrap())
+            .await
+            .unwrap();
         assert_eq!((run.claimed, run.failed), (1, 1), "{run:?}");
         let row = app.row(id).await;
         assert_eq!((row.summary.handle_status, row.summary.handle_attempts), (HandleStatus::Failed, 2));
@@ -551,8 +549,14 @@ both_backends!(
         assert!((25_000..=30_000).contains(&due), "next round due in {due} ms");
 
         // Replay round 2 succeeds (attempt 3).
-        make_due(app.db(), &code).await;
-        let run = app.state.jobs.scan(CALLBACK_REPLAY.name, None).await.unwrap();
+        // A manual retry runs the round now without making the job due: a kick of it
+        // still in flight (kicks obey due time) can never claim it first.
+        let run = app
+            .state
+            .jobs
+            .retry(&Selector::parse(vec![code.clone()], vec![]).unwrap())
+            .await
+            .unwrap();
         assert_eq!((run.claimed, run.succeeded), (1, 1), "{run:?}");
         let row = app.row(id).await;
         let s = &row.summary;
