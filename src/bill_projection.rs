@@ -18,7 +18,20 @@
 //! metrics and stall alerts.
 //!
 //! Recomputing a set of station-months on demand ([`recompute_station_months`]) is
-//! the scoped rebuild and what R-BILL-8 refresh requests reuse.
+//! the scoped rebuild and what R-BILL-8 refresh requests reuse. Every recomputation
+//! runs in chunks of [`RECOMPUTE_CHUNK`] station-months with one read per fact table
+//! and one multi-row write per bill table (`assemble`).
+//!
+//! A backlog is caught up in bulk: a full batch with at least
+//! [`CatchUp::bulk_lag`] events after it is only folded into the fact tables, and the
+//! same transaction leaves a pending sweep (`bill_projection_sweep`). At the head the
+//! projector sweeps every station-month once, [`SWEEP_CHUNK`] per transaction with
+//! a cursor, and reads report `sweep_pending` for the station-months it has not
+//! reached. Why: a partner bill's deduction counts in every month of its platform
+//! station's accounts (R-BILL-4, no month cap), so replaying a log month by month
+//! recomputes each earlier month once per later month — quadratic in the months. A
+//! full rebuild folds everything and recomputes each station-month once, for the
+//! same reason.
 
 use crate::projection::{ProjectionDb, RunnerError, SharedStatus, StallAlerts};
 use crate::projector::{mysql_cells, sqlite_cells};
@@ -29,15 +42,16 @@ use factledger_projections::bill::fold::{
     self, fact_time_column, FactOp, Finding, Folded, Projected, Touch, VERSION,
 };
 use factledger_projections::bill::tables::{
-    CUSTOMER_ACCOUNTS, CUSTOMER_BILL, CUSTOMER_BILL_PARTNER, DECISIONS, DECISION_FINDINGS,
-    DECISION_TABLES, DIFFS, FACT_TABLES, LINES, LOCKS, MONTHLY_INCOME_DIFFERENCE,
-    OPENING_DEDUCTIONS, OPENING_PAID, ORDERS, PARTNER_ACCOUNTS, PARTNER_BILLS, PARTNER_PROFILES,
-    PARTNER_REPUSHES, RESULTS, SETTINGS, SMALL_BILLS, STATIONS,
+    CUSTOMER_BILL, CUSTOMER_BILL_PARTNER, DECISIONS, DECISION_FINDINGS, DECISION_TABLES, DIFFS,
+    FACT_TABLES, MONTHLY_INCOME_DIFFERENCE, OPENING_DEDUCTIONS, OPENING_PAID, PARTNER_BILLS,
+    RESULTS, SMALL_BILLS,
 };
-use factledger_projections::bill::{AccountRoute, BillFacts, PartnerProfile, StationMonth};
+use factledger_projections::bill::{BillFacts, StationMonth};
 use factledger_projections::table::{Cell, ColType, Column, MemRow, TableDef};
 use factledger_projections::ProjectionError;
 use std::collections::BTreeSet;
+
+mod assemble;
 
 /// Events read and applied per transaction (the other runners' batch).
 pub const BATCH_EVENTS_MAX: i64 = crate::projection::BATCH_EVENTS_MAX;
@@ -494,17 +508,10 @@ struct Assembled {
 struct Newest(Option<String>);
 
 impl Newest {
-    fn see(&mut self, def: &TableDef, rows: &[MemRow]) {
-        let column = fact_time_column(def);
-        for row in rows {
-            if let Some(Cell::Text(t)) = row.get(column) {
-                let newer = match &self.0 {
-                    Some(n) => t > n,
-                    None => true,
-                };
-                if newer {
-                    self.0 = Some(t.clone());
-                }
+    fn see_row(&mut self, def: &TableDef, row: &MemRow) {
+        if let Some(Cell::Text(t)) = row.get(fact_time_column(def)) {
+            if self.0.as_ref().is_none_or(|n| t > n) {
+                self.0 = Some(t.clone());
             }
         }
     }
@@ -512,295 +519,6 @@ impl Newest {
 
 fn in_list(n: usize) -> String {
     vec!["?"; n].join(", ")
-}
-
-fn conv<T>(rows: &[MemRow], f: impl Fn(&MemRow) -> Result<T, String>) -> Result<Vec<T>, Step> {
-    rows.iter().map(|r| f(r).map_err(bad(0))).collect()
-}
-
-/// Read the rows of `def` matching `tail` and note their fact times.
-async fn read(
-    tx: &mut Tx,
-    seen: &mut Newest,
-    def: &TableDef,
-    tail: &str,
-    args: &[Cell],
-) -> Result<Vec<MemRow>, Step> {
-    let rows = tx.rows(def, tail, args).await?;
-    seen.see(def, &rows);
-    Ok(rows)
-}
-
-/// Every fact one station-month's decision reads (SPEC R-BILL-1, seed §4.5), from
-/// the fact tables of this transaction; `None` when it has neither a small bill nor
-/// a diff (then it has no rows). Each read here has its counterpart in [`resolve`].
-async fn assemble(tx: &mut Tx, sm: StationMonth) -> Result<Option<Assembled>, Step> {
-    let mut seen = Newest::default();
-    let (s, m) = (Cell::Int(sm.station_id), Cell::Text(sm.month.to_string()));
-    let here = [s.clone(), m.clone()];
-    let small = read(
-        tx,
-        &mut seen,
-        &SMALL_BILLS,
-        "WHERE station_id = ? AND bill_yearmonth = ?",
-        &here,
-    )
-    .await?;
-    let diff = read(
-        tx,
-        &mut seen,
-        &DIFFS,
-        "WHERE station_id = ? AND share_month = ?",
-        &here,
-    )
-    .await?;
-    let small_bill = conv(&small, fold::small_bill_of)?.into_iter().next();
-    let diff = conv(&diff, fold::diff_of)?.into_iter().next();
-    if small_bill.is_none() && diff.is_none() {
-        return Ok(None);
-    }
-    let (mut small_account, mut account_small_bills) = (None, Vec::new());
-    if let Some(b) = &small_bill {
-        let a = [Cell::Int(b.account_id)];
-        let rows = read(
-            tx,
-            &mut seen,
-            &CUSTOMER_ACCOUNTS,
-            "WHERE account_id = ?",
-            &a,
-        )
-        .await?;
-        small_account = conv(&rows, fold::customer_account_of)?.into_iter().next();
-        // The account's rents up to the last month any cutoff of this month can reach
-        // (R-BILL-4): a later small bill changes nothing here, so it is not read (and
-        // a small bill event recomputes only the months that read it: see `resolve`).
-        let order = "WHERE account_id = ? AND bill_yearmonth <= ? \
-                     ORDER BY station_id, bill_yearmonth";
-        let until = [
-            Cell::Int(b.account_id),
-            Cell::Text(sm.month.last_rent_month_read().to_string()),
-        ];
-        let rows = read(tx, &mut seen, &SMALL_BILLS, order, &until).await?;
-        account_small_bills = conv(&rows, fold::small_bill_rent_of)?;
-    }
-
-    // The partner bill is the one the diff links (R-BILL-8: unique partner bill → diff).
-    let mut inconsistent = None;
-    let mut partner_bill = None;
-    if let Some(id) = diff.and_then(|d| d.partner_bill_id) {
-        let others_sql = "SELECT station_id, share_month FROM bill_fact_diffs \
-                          WHERE partner_bill_id = ? AND NOT (station_id = ? AND share_month = ?)";
-        let mut others = BTreeSet::new();
-        station_months(
-            tx,
-            others_sql,
-            &[Cell::Int(id), s.clone(), m.clone()],
-            &mut others,
-        )
-        .await?;
-        let p = [Cell::Int(id)];
-        let bill = read(
-            tx,
-            &mut seen,
-            &PARTNER_BILLS,
-            "WHERE partner_bill_id = ?",
-            &p,
-        )
-        .await?;
-        let repush = read(
-            tx,
-            &mut seen,
-            &PARTNER_REPUSHES,
-            "WHERE partner_bill_id = ?",
-            &p,
-        )
-        .await?;
-        partner_bill = match bill.first() {
-            Some(b) => Some(fold::partner_bill_of(b, repush.first()).map_err(bad(0))?),
-            None => None,
-        };
-        if !others.is_empty() {
-            inconsistent = Some(Finding::PartnerBillLinkedTwice {
-                station_month: sm,
-                partner_bill_id: id,
-                others: others.into_iter().collect(),
-            });
-        } else if partner_bill.is_none() {
-            inconsistent = Some(Finding::PartnerBillUnrecorded {
-                station_month: sm,
-                partner_bill_id: id,
-            });
-        }
-    }
-
-    // The partner accounts of the platform station of the bill's own account.
-    let mut partner_accounts = Vec::new();
-    if let Some(b) = &partner_bill {
-        let own = read(
-            tx,
-            &mut seen,
-            &PARTNER_ACCOUNTS,
-            "WHERE partner_account_id = ?",
-            &[Cell::Int(b.partner_account_id)],
-        )
-        .await?;
-        let own = conv(&own, fold::partner_account_of)?.into_iter().next();
-        partner_accounts = match own.and_then(|a| a.platform_station_id) {
-            Some(ps) => {
-                let tail = "WHERE platform_station_id = ? ORDER BY partner_account_id";
-                let rows = read(tx, &mut seen, &PARTNER_ACCOUNTS, tail, &[Cell::Int(ps)]).await?;
-                conv(&rows, fold::partner_account_of)?
-            }
-            None => own.into_iter().collect(),
-        };
-    }
-    let own_account = partner_bill
-        .as_ref()
-        .and_then(|b| {
-            partner_accounts
-                .iter()
-                .find(|a| a.id == b.partner_account_id)
-        })
-        .copied();
-    let group: Vec<Cell> = partner_accounts.iter().map(|a| Cell::Int(a.id)).collect();
-    let (mut account_partner_bills, mut opening_deductions) = (Vec::new(), Vec::new());
-    if !group.is_empty() {
-        let tail = format!(
-            "WHERE partner_account_id IN ({}) ORDER BY partner_bill_id",
-            in_list(group.len())
-        );
-        let rows = read(tx, &mut seen, &PARTNER_BILLS, &tail, &group).await?;
-        account_partner_bills = conv(&rows, fold::partner_bill_deduction_of)?;
-        let tail = format!(
-            "WHERE partner_account_id IN ({}) ORDER BY opening_id",
-            in_list(group.len())
-        );
-        let rows = read(tx, &mut seen, &OPENING_DEDUCTIONS, &tail, &group).await?;
-        opening_deductions = conv(&rows, fold::opening_deduction_of)?;
-    }
-    let partner_profile = match own_account {
-        Some(a) => {
-            let rows = read(
-                tx,
-                &mut seen,
-                &PARTNER_PROFILES,
-                "WHERE partner_org_id = ?",
-                &[Cell::Int(a.partner_org_id)],
-            )
-            .await?;
-            fold::partner_profile_of(rows.first()).map_err(bad(0))?
-        }
-        None => PartnerProfile::Unrecorded,
-    };
-    let rows = read(
-        tx,
-        &mut seen,
-        &STATIONS,
-        "WHERE station_id = ?",
-        std::slice::from_ref(&s),
-    )
-    .await?;
-    let station = fold::station_of(rows.first()).map_err(bad(0))?;
-    let rows = read(
-        tx,
-        &mut seen,
-        &SETTINGS,
-        "WHERE name = ?",
-        &[Cell::text(fold::SETTING_ACCOUNT_ROUTE)],
-    )
-    .await?;
-    let account_route: AccountRoute = fold::account_route_of(rows.first()).map_err(bad(0))?;
-    let platform = own_account
-        .and_then(|a| a.platform_station_id)
-        .map_or(Cell::Null, Cell::Int);
-    let rows = read(
-        tx,
-        &mut seen,
-        &OPENING_PAID,
-        "WHERE small_station_id = ? OR platform_station_id = ? ORDER BY opening_id",
-        &[s.clone(), platform.clone()],
-    )
-    .await?;
-    let opening_paid_balances = conv(&rows, fold::opening_paid_of)?;
-
-    let line_rows = read(
-        tx,
-        &mut seen,
-        &LINES,
-        "WHERE station_id = ? AND bill_yearmonth = ? ORDER BY line_id",
-        &here,
-    )
-    .await?;
-    let lines: Vec<_> = conv(&line_rows, fold::line_of)?
-        .into_iter()
-        .flatten()
-        .collect();
-    let unqualified_conclusions: Vec<_> = conv(&line_rows, fold::conclusion_of)?
-        .into_iter()
-        .flatten()
-        .collect();
-    let lock_rows = read(
-        tx,
-        &mut seen,
-        &LOCKS,
-        "WHERE station_id = ? AND bill_yearmonth = ? ORDER BY lock_id",
-        &here,
-    )
-    .await?;
-    let locks = conv(&lock_rows, fold::lock_of)?;
-    let mut order_ids = BTreeSet::new();
-    for row in line_rows.iter().chain(&lock_rows) {
-        order_ids.insert(fold::int_of(row, "order_id").map_err(bad(0))?);
-    }
-    let mut orders = Vec::new();
-    if !order_ids.is_empty() {
-        let ids: Vec<Cell> = order_ids.into_iter().map(Cell::Int).collect();
-        let tail = format!(
-            "WHERE order_id IN ({}) ORDER BY order_id",
-            in_list(ids.len())
-        );
-        let rows = read(tx, &mut seen, &ORDERS, &tail, &ids).await?;
-        orders = conv(&rows, fold::order_of)?;
-    }
-
-    // This month's and the business account's earlier results, and the lines' latest.
-    let latest: BTreeSet<i64> = lines.iter().filter_map(|l| l.latest_result_id).collect();
-    let mut tail = "WHERE (small_station_id = ? AND bill_yearmonth <= ?) \
-                    OR (platform_station_id = ? AND bill_yearmonth <= ?)"
-        .to_owned();
-    let mut args = vec![s, m.clone(), platform, m];
-    if !latest.is_empty() {
-        tail.push_str(&format!(" OR result_id IN ({})", in_list(latest.len())));
-        args.extend(latest.into_iter().map(Cell::Int));
-    }
-    tail.push_str(" ORDER BY result_id");
-    let rows = read(tx, &mut seen, &RESULTS, &tail, &args).await?;
-    let results = conv(&rows, fold::result_of)?;
-
-    Ok(Some(Assembled {
-        facts: BillFacts {
-            station_month: sm,
-            small_bill,
-            small_account,
-            account_small_bills,
-            partner_bill,
-            diff,
-            partner_accounts,
-            account_partner_bills,
-            partner_profile,
-            station,
-            account_route,
-            opening_paid_balances,
-            opening_deductions,
-            orders,
-            lines,
-            locks,
-            results,
-            unqualified_conclusions,
-        },
-        inconsistent,
-        fact_at: seen.0,
-    }))
 }
 
 /// The columns of `fi_customer_bill_partner` a decision sets (cleared to NULL when the
@@ -824,57 +542,109 @@ const PARTNER_PROJECTION_COLUMNS: &[&str] = &[
     "last_unqualified_time",
 ];
 
-async fn insert_row(tx: &mut Tx, def: &TableDef, row: &[(&'static str, Cell)]) -> Result<(), Step> {
-    let values = ordered(def, row).map_err(bad(0))?;
+/// Station-months assembled and written with one set of statements.
+const RECOMPUTE_CHUNK: usize = 256;
+
+/// `(station_id = ? AND {month} = ?) OR …` over `sms`, with its arguments.
+fn at_station_months(month: &str, sms: &[StationMonth]) -> (String, Vec<Cell>) {
+    let terms = vec![format!("(station_id = ? AND {month} = ?)"); sms.len()];
+    let args = sms
+        .iter()
+        .flat_map(|sm| [Cell::Int(sm.station_id), Cell::Text(sm.month.to_string())])
+        .collect();
+    (terms.join(" OR "), args)
+}
+
+/// Insert `rows` (values in `def`'s column order) with one multi-row INSERT.
+async fn insert_rows(tx: &mut Tx, def: &TableDef, rows: Vec<Vec<Cell>>) -> Result<(), Step> {
+    if rows.is_empty() {
+        return Ok(());
+    }
     let names: Vec<&str> = def.columns.iter().map(|c| c.name).collect();
-    tx.exec(&insert_sql("INSERT", def.name, &names), &values)
-        .await?;
+    let one = format!("({})", in_list(names.len()));
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES {}",
+        def.name,
+        names.join(", "),
+        vec![one; rows.len()].join(", ")
+    );
+    let values: Vec<Cell> = rows.into_iter().flatten().collect();
+    tx.exec(&sql, &values).await?;
     Ok(())
 }
 
-/// Recompute one station-month from the fact tables inside `tx` (mode ALL): clear its
-/// rows, then write the three bill rows and the decision or the error finding. What
-/// the live projector, both rebuilds and R-BILL-8 refreshes run.
-async fn recompute_in(tx: &mut Tx, sm: StationMonth) -> Result<(), Step> {
-    let (s, m) = (Cell::Int(sm.station_id), Cell::Text(sm.month.to_string()));
-    let here = [s.clone(), m.clone()];
+/// Recompute these station-months from the fact tables inside `tx` (mode ALL): clear
+/// their rows, then write the three bill rows and the decision or the error finding
+/// of each. What the live projector, both rebuilds and R-BILL-8 refreshes run, in
+/// chunks of [`RECOMPUTE_CHUNK`] (see `assemble`).
+async fn recompute_in(tx: &mut Tx, sms: &BTreeSet<StationMonth>) -> Result<(), Step> {
+    let sms: Vec<StationMonth> = sms.iter().copied().collect();
+    for chunk in sms.chunks(RECOMPUTE_CHUNK) {
+        recompute_chunk(tx, chunk).await?;
+    }
+    Ok(())
+}
+
+async fn recompute_chunk(tx: &mut Tx, sms: &[StationMonth]) -> Result<(), Step> {
     for (table, month) in [
         (DECISIONS.name, "bill_yearmonth"),
         (DECISION_FINDINGS.name, "bill_yearmonth"),
         (CUSTOMER_BILL.name, "bill_yearmonth"),
         (MONTHLY_INCOME_DIFFERENCE.name, "share_month"),
     ] {
-        let sql = format!("DELETE FROM {table} WHERE station_id = ? AND {month} = ?");
-        tx.exec(&sql, &here).await?;
+        let (condition, args) = at_station_months(month, sms);
+        tx.exec(&format!("DELETE FROM {table} WHERE {condition}"), &args)
+            .await?;
     }
     let clear: Vec<String> = PARTNER_PROJECTION_COLUMNS
         .iter()
         .map(|c| format!("{c} = NULL"))
         .collect();
     let sql = format!(
-        "UPDATE {} SET {} WHERE decided_station_month = ?",
+        "UPDATE {} SET {} WHERE decided_station_month IN ({})",
         CUSTOMER_BILL_PARTNER.name,
-        clear.join(", ")
+        clear.join(", "),
+        in_list(sms.len())
     );
-    tx.exec(&sql, &[Cell::Text(sm.to_string())]).await?;
+    let keys: Vec<Cell> = sms.iter().map(|sm| Cell::Text(sm.to_string())).collect();
+    tx.exec(&sql, &keys).await?;
 
-    let Some(a) = assemble(tx, sm).await? else {
-        return Ok(());
-    };
-    let Projected {
-        customer_bill,
-        partner_bill,
-        difference,
-        decision,
-        finding,
-    } = fold::project(&a.facts, a.inconsistent, a.fact_at.as_deref());
-    if let Some(row) = customer_bill {
-        insert_row(tx, &CUSTOMER_BILL, &row).await?;
+    let assembled = assemble::assemble_many(tx, sms).await?;
+    let (mut bills, mut differences, mut decisions, mut findings) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut partner_bills = Vec::new();
+    for (sm, a) in sms.iter().zip(assembled) {
+        let Some(a) = a else {
+            continue;
+        };
+        let Projected {
+            customer_bill,
+            partner_bill,
+            difference,
+            decision,
+            finding,
+        } = fold::project(&a.facts, a.inconsistent, a.fact_at.as_deref());
+        let add = |def: &TableDef, into: &mut Vec<Vec<Cell>>, row: Option<Vec<_>>| {
+            row.map(|row| ordered(def, &row).map(|v| into.push(v)))
+                .transpose()
+                .map_err(bad(0))
+        };
+        add(&CUSTOMER_BILL, &mut bills, customer_bill)?;
+        add(&MONTHLY_INCOME_DIFFERENCE, &mut differences, difference)?;
+        add(&DECISIONS, &mut decisions, decision)?;
+        if finding.is_some() {
+            tracing::warn!(station_month = %sm, "bill decision failed: an error finding is recorded");
+        }
+        add(&DECISION_FINDINGS, &mut findings, finding)?;
+        if let Some(p) = partner_bill {
+            partner_bills.push((*sm, p));
+        }
     }
-    if let Some(row) = difference {
-        insert_row(tx, &MONTHLY_INCOME_DIFFERENCE, &row).await?;
-    }
-    if let Some((id, set)) = partner_bill {
+    insert_rows(tx, &CUSTOMER_BILL, bills).await?;
+    insert_rows(tx, &MONTHLY_INCOME_DIFFERENCE, differences).await?;
+    insert_rows(tx, &DECISIONS, decisions).await?;
+    insert_rows(tx, &DECISION_FINDINGS, findings).await?;
+    for (sm, (id, set)) in partner_bills {
         let sets: Vec<String> = set.iter().map(|(n, _)| format!("{n} = ?")).collect();
         let mut values: Vec<Cell> = set.into_iter().map(|(_, v)| v).collect();
         values.push(Cell::Int(id));
@@ -889,13 +659,6 @@ async fn recompute_in(tx: &mut Tx, sm: StationMonth) -> Result<(), Step> {
                 reason: format!("{sm}: partner bill {id} has no row"),
             });
         }
-    }
-    if let Some(row) = decision {
-        insert_row(tx, &DECISIONS, &row).await?;
-    }
-    if let Some(row) = finding {
-        tracing::warn!(station_month = %sm, "bill decision failed: an error finding is recorded");
-        insert_row(tx, &DECISION_FINDINGS, &row).await?;
     }
     Ok(())
 }
@@ -921,9 +684,7 @@ async fn apply_in(tx: &mut Tx, batch: &[(i64, Folded)]) -> Result<usize, Step> {
         }
     }
     let last = batch.last().map_or(0, |(p, _)| *p);
-    for sm in &affected {
-        recompute_in(tx, *sm).await.map_err(|e| at(e, last))?;
-    }
+    recompute_in(tx, &affected).await.map_err(|e| at(e, last))?;
     Ok(affected.len())
 }
 
@@ -955,34 +716,101 @@ fn fold_event(e: &StoredEvent) -> Result<Option<Folded>, ProjectionError> {
     fold::fold(&e.aggregate_type, &payload).map_err(fail)
 }
 
-/// Apply a batch and move the checkpoint `from → to` in ONE transaction.
+/// Write the fact ops of a batch, nothing recomputed: a bulk batch or a full rebuild,
+/// which recompute every station-month afterwards.
+async fn fold_in(tx: &mut Tx, batch: &[(i64, Folded)]) -> Result<(), Step> {
+    for (position, folded) in batch {
+        for op in &folded.ops {
+            write_op(tx, op, *position).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Apply a batch and move the checkpoint `from → to` in ONE transaction: recomputing
+/// what it affects, or for a `bulk` batch folding it and marking the sweep.
 async fn apply(
     db: &ProjectionDb,
     from: i64,
     to: i64,
     batch: &[(i64, Folded)],
+    bulk: bool,
 ) -> Result<(), RunnerError> {
     let mut tx = Tx::begin(db).await?;
     if !tx.advance(from, to).await? {
         return Err(RunnerError::CheckpointMoved(NAME));
     }
     // Dropping the transaction on an error rolls the batch back.
-    apply_in(&mut tx, batch).await.map_err(Step::into_runner)?;
+    if bulk {
+        fold_in(&mut tx, batch).await.map_err(Step::into_runner)?;
+        mark_sweep(&mut tx, to).await?;
+    } else {
+        apply_in(&mut tx, batch).await.map_err(Step::into_runner)?;
+    }
     tx.commit().await?;
     Ok(())
+}
+
+/// Events a catch-up batch must still have after it to be folded in bulk.
+pub const BULK_LAG_EVENTS: i64 = 20_000;
+/// Station-months one sweep transaction recomputes.
+pub const SWEEP_CHUNK: i64 = 1_024;
+
+/// How a catch-up reads and when it folds in bulk. The defaults serve; the tests and
+/// the bench shrink or grow them.
+#[derive(Debug, Clone, Copy)]
+pub struct CatchUp {
+    /// Events read (and applied in one transaction) per batch.
+    pub batch: i64,
+    /// A full batch with at least this many events after it in the log is folded
+    /// into the fact tables without recomputing anything; the station-months are
+    /// swept once the projector is back at the head (a 1M-event backlog would
+    /// otherwise recompute a group's earlier months again for every later month).
+    pub bulk_lag: i64,
+    /// Station-months recomputed per sweep transaction.
+    pub sweep_chunk: i64,
+    /// Sweep before returning (false: leave a pending sweep to the running projector
+    /// or to [`sweep_chunk`]).
+    pub sweep: bool,
+}
+
+impl Default for CatchUp {
+    fn default() -> Self {
+        CatchUp {
+            batch: BATCH_EVENTS_MAX,
+            bulk_lag: BULK_LAG_EVENTS,
+            sweep_chunk: SWEEP_CHUNK,
+            sweep: true,
+        }
+    }
 }
 
 /// Bring the bill projection up to the head of the log; returns how many events it
 /// read. Stops at (and returns) the first event it cannot apply, with every event
 /// before it applied and the checkpoint right before it.
 pub async fn catch_up(store: &DynStore, db: &ProjectionDb) -> Result<u64, RunnerError> {
+    catch_up_with(store, db, CatchUp::default()).await
+}
+
+/// [`catch_up`] with explicit batch sizes. Returns once the projector is at the head
+/// and no sweep is pending.
+pub async fn catch_up_with(
+    store: &DynStore,
+    db: &ProjectionDb,
+    how: CatchUp,
+) -> Result<u64, RunnerError> {
     let mut position = db.checkpoint(NAME, VERSION).await?;
     let mut read = 0u64;
     loop {
-        let events = store.read_all(position, BATCH_EVENTS_MAX).await?;
+        let events = store.read_all(position, how.batch).await?;
         let Some(last) = events.last().map(|e| e.global_position) else {
+            if how.sweep && sweep_step(db, position, how.sweep_chunk).await? {
+                continue;
+            }
             return Ok(read);
         };
+        let bulk =
+            events.len() as i64 >= how.batch && store.head_position().await? - last >= how.bulk_lag;
         let mut batch = Vec::new();
         let mut failed = None;
         for e in &events {
@@ -996,13 +824,17 @@ pub async fn catch_up(store: &DynStore, db: &ProjectionDb) -> Result<u64, Runner
             }
         }
         let outcome = match failed {
-            None => apply(db, position, last, &batch).await,
+            None => apply(db, position, last, &batch, bulk).await,
             Some(err) => Err(RunnerError::Projection(err)),
         };
         match outcome {
             Ok(()) => {
                 read += events.len() as u64;
                 position = last;
+                // Live batches let a pending sweep advance a chunk each.
+                if !bulk && how.sweep {
+                    sweep_step(db, position, how.sweep_chunk).await?;
+                }
             }
             Err(RunnerError::Projection(err)) => {
                 // Apply what comes before the failing event, so the projector stops
@@ -1010,13 +842,171 @@ pub async fn catch_up(store: &DynStore, db: &ProjectionDb) -> Result<u64, Runner
                 let before = err.global_position - 1;
                 if before > position {
                     batch.retain(|(p, _)| *p < err.global_position);
-                    apply(db, position, before, &batch).await?;
+                    apply(db, position, before, &batch, bulk).await?;
                 }
                 return Err(RunnerError::Projection(err));
             }
             Err(e) => return Err(e),
         }
     }
+}
+
+// ---------------------------------------------------------------------------------
+// The sweep after a bulk catch-up (migrations/*/0017).
+
+const SWEEP_COLUMNS: &[Column] = &[
+    Column {
+        name: "last_station_id",
+        ty: ColType::OptInt,
+    },
+    Column {
+        name: "last_month",
+        ty: ColType::OptText,
+    },
+];
+
+/// Leave the sweep pending from the first station-month on (inside the bulk batch's
+/// transaction: its facts are folded, nothing recomputed yet).
+async fn mark_sweep(tx: &mut Tx, position: i64) -> Result<(), sqlx::Error> {
+    tx.exec(
+        "DELETE FROM bill_projection_sweep WHERE name = ?",
+        &[Cell::text(NAME)],
+    )
+    .await?;
+    tx.exec(
+        "INSERT INTO bill_projection_sweep \
+         (name, last_station_id, last_month, marked_position, updated_at) \
+         VALUES (?, NULL, NULL, ?, ?)",
+        &[
+            Cell::text(NAME),
+            Cell::Int(position),
+            Cell::Text(time_text(&chrono::Utc::now())),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The pending sweep's cursor: `None` without a sweep, `Some(None)` before its first
+/// chunk, `Some(Some(sm))` after `sm`.
+async fn sweep_cursor(tx: &mut Tx) -> Result<Option<Option<StationMonth>>, RunnerError> {
+    let rows = tx
+        .fetch(
+            "SELECT last_station_id, last_month FROM bill_projection_sweep WHERE name = ?",
+            &[Cell::text(NAME)],
+            SWEEP_COLUMNS,
+        )
+        .await?;
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let cursor = match (row.get("last_station_id"), row.get("last_month")) {
+        (Some(Cell::Int(station_id)), Some(Cell::Text(_))) => Some(StationMonth {
+            station_id: *station_id,
+            month: fold::month_of(row, "last_month")
+                .map_err(bad(0))
+                .map_err(Step::into_runner)?,
+        }),
+        _ => None,
+    };
+    Ok(Some(cursor))
+}
+
+/// Up to `limit` station-months that can have rows, after `after`, in key order.
+async fn station_months_after(
+    tx: &mut Tx,
+    after: Option<StationMonth>,
+    limit: i64,
+) -> Result<BTreeSet<StationMonth>, Step> {
+    let branch = |table: &str, month: &str, args: &mut Vec<Cell>| {
+        let condition = match after {
+            Some(sm) => {
+                args.extend([
+                    Cell::Int(sm.station_id),
+                    Cell::Int(sm.station_id),
+                    Cell::Text(sm.month.to_string()),
+                ]);
+                format!("WHERE station_id > ? OR (station_id = ? AND {month} > ?)")
+            }
+            None => String::new(),
+        };
+        format!(
+            "SELECT station_id, month FROM (SELECT station_id, {month} AS month FROM {table} \
+             {condition} ORDER BY station_id, {month} LIMIT {limit})"
+        )
+    };
+    let mut args = Vec::new();
+    let small = branch(SMALL_BILLS.name, "bill_yearmonth", &mut args);
+    let diffs = branch(DIFFS.name, "share_month", &mut args);
+    let sql = format!("{small} AS s UNION {diffs} AS d ORDER BY station_id, month LIMIT {limit}");
+    let mut out = BTreeSet::new();
+    station_months(tx, &sql, &args, &mut out).await?;
+    Ok(out)
+}
+
+/// Recompute the next chunk of a pending sweep in one transaction that holds the
+/// checkpoint at `position`; false when no sweep is pending.
+async fn sweep_step(db: &ProjectionDb, position: i64, chunk: i64) -> Result<bool, RunnerError> {
+    let mut tx = Tx::begin(db).await?;
+    let Some(after) = sweep_cursor(&mut tx).await? else {
+        tx.commit().await?;
+        return Ok(false);
+    };
+    if !tx.advance(position, position).await? {
+        return Err(RunnerError::CheckpointMoved(NAME));
+    }
+    let sms = station_months_after(&mut tx, after, chunk.max(1))
+        .await
+        .map_err(Step::into_runner)?;
+    recompute_in(&mut tx, &sms)
+        .await
+        .map_err(|e| at(e, position))
+        .map_err(Step::into_runner)?;
+    match sms.last() {
+        Some(last) if sms.len() as i64 >= chunk.max(1) => {
+            tx.exec(
+                "UPDATE bill_projection_sweep SET last_station_id = ?, last_month = ?, \
+                 updated_at = ? WHERE name = ?",
+                &[
+                    Cell::Int(last.station_id),
+                    Cell::Text(last.month.to_string()),
+                    Cell::Text(time_text(&chrono::Utc::now())),
+                    Cell::text(NAME),
+                ],
+            )
+            .await?;
+        }
+        _ => {
+            tx.exec(
+                "DELETE FROM bill_projection_sweep WHERE name = ?",
+                &[Cell::text(NAME)],
+            )
+            .await?;
+            tracing::info!(projection = NAME, position, "bulk catch-up sweep done");
+        }
+    }
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Recompute the next `chunk` station-months of a pending sweep, as the running
+/// projector does at the head; false when no sweep is pending.
+pub async fn sweep_chunk(db: &ProjectionDb, chunk: i64) -> Result<bool, RunnerError> {
+    let position = db.checkpoint(NAME, VERSION).await?;
+    sweep_step(db, position, chunk).await
+}
+
+/// Whether the rows of `sm` still wait for a pending sweep (a bulk catch-up folded
+/// facts they may read; they are recomputed when the sweep reaches them).
+pub async fn sweep_pending(db: &ProjectionDb, sm: StationMonth) -> Result<bool, RunnerError> {
+    let mut tx = Tx::begin(db).await?;
+    let cursor = sweep_cursor(&mut tx).await?;
+    tx.commit().await?;
+    Ok(match cursor {
+        None => false,
+        Some(None) => true,
+        Some(Some(last)) => sm > last,
+    })
 }
 
 /// Run the bill projector continuously in its own task (the generic runners' loop:
@@ -1039,8 +1029,8 @@ pub fn tables() -> impl Iterator<Item = &'static TableDef> {
 
 /// Rebuild the bill projection from position 0 in ONE transaction, like
 /// `projector::rebuild_full`: lock the checkpoint row, empty every table, replay
-/// every event through the same batch step as the live runner, set the checkpoint to
-/// the last event. Readers see the old rows until the commit.
+/// every event into the fact tables, recompute every station-month once, set the
+/// checkpoint to the last event. Readers see the old rows until the commit.
 pub async fn rebuild_full(
     store: &DynStore,
     db: &ProjectionDb,
@@ -1065,10 +1055,25 @@ pub async fn rebuild_full(
                 batch.push((e.global_position, folded));
             }
         }
-        apply_in(&mut tx, &batch).await.map_err(Step::into_runner)?;
+        fold_in(&mut tx, &batch).await.map_err(Step::into_runner)?;
         events_read += events.len() as u64;
         position = last;
     }
+    // Every station-month once, from the final facts: what recomputing the affected
+    // ones after each batch would leave, without recomputing a month per later month.
+    let mut all = BTreeSet::new();
+    resolve(&mut tx, Touch::Everything, &mut all)
+        .await
+        .map_err(Step::into_runner)?;
+    recompute_in(&mut tx, &all)
+        .await
+        .map_err(|e| at(e, position))
+        .map_err(Step::into_runner)?;
+    tx.exec(
+        "DELETE FROM bill_projection_sweep WHERE name = ?",
+        &[Cell::text(NAME)],
+    )
+    .await?;
     tx.exec(
         "UPDATE projection_checkpoints SET position = ?, updated_at = ?, \
          last_error = NULL, error_position = NULL WHERE name = ?",
@@ -1107,11 +1112,9 @@ pub async fn recompute_station_months(
         return Err(RunnerError::Held(NAME));
     }
     let unique: BTreeSet<StationMonth> = station_months.iter().copied().collect();
-    for sm in &unique {
-        recompute_in(&mut tx, *sm)
-            .await
-            .map_err(Step::into_runner)?;
-    }
+    recompute_in(&mut tx, &unique)
+        .await
+        .map_err(Step::into_runner)?;
     tx.commit().await?;
     Ok(unique.len())
 }
@@ -1170,11 +1173,11 @@ pub async fn facts_of(
     station_month: StationMonth,
 ) -> Result<Option<BillFacts>, RunnerError> {
     let mut tx = Tx::begin(db).await?;
-    let assembled = assemble(&mut tx, station_month)
+    let assembled = assemble::assemble_many(&mut tx, &[station_month])
         .await
         .map_err(Step::into_runner)?;
     tx.commit().await?;
-    Ok(assembled.map(|a| a.facts))
+    Ok(assembled.into_iter().next().flatten().map(|a| a.facts))
 }
 
 /// Station-months selected by `sql` (two columns: station id, `yyyymm`), in the

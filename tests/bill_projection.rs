@@ -7,7 +7,7 @@
 mod common;
 
 use common::{meta, TestDb};
-use factledger::bill_projection::{self, Account};
+use factledger::bill_projection::{self, Account, CatchUp};
 use factledger::projection::ProjectionDb;
 use factledger::projector::select_rows;
 use factledger::store::{SealedEvent, StreamAppend, UnitOfWork};
@@ -752,6 +752,90 @@ async fn rebuilds_reproduce(db: TestDb, seed: u64, every: usize) {
             same_tables(&p, &live, &format!("{account:?}")).await;
         }
     }
+}
+
+both_backends!(
+    a_bulk_catch_up_folds_the_backlog_then_sweeps_to_the_live_tables,
+    |db: TestDb| async move {
+        let f = Facts::new(&db);
+        let p = projections(&db).await;
+        random_facts(&f, &db, &p, 7, 1).await;
+        catch_up(&db, &p).await;
+        let live = bill_projection::dump(&p).await.expect("dump");
+        let all = station_months(&live);
+        assert!(all.len() >= 8, "{} station-months", all.len());
+
+        // The same log behind an empty projection, caught up in bulk: every full batch
+        // is folded without recomputing, and the sweep is left pending.
+        forget(&db).await;
+        let bulk = CatchUp {
+            batch: 7,
+            bulk_lag: 0,
+            sweep_chunk: 3,
+            sweep: false,
+        };
+        bill_projection::catch_up_with(&db.store, &p, bulk)
+            .await
+            .expect("bulk catch-up");
+        assert_eq!(
+            p.checkpoint("bill", 1).await.expect("checkpoint"),
+            db.store.head_position().await.expect("head")
+        );
+        for sm in &all {
+            assert!(pending(&p, *sm).await, "{sm} waits for the sweep");
+        }
+        // One chunk of the sweep: the first three station-months, in key order.
+        assert!(bill_projection::sweep_chunk(&p, 3).await.expect("sweep"));
+        for (i, sm) in all.iter().enumerate() {
+            assert_eq!(pending(&p, *sm).await, i >= 3, "{sm}");
+        }
+        // The projector at the head finishes the sweep: the live tables exactly.
+        catch_up(&db, &p).await;
+        for sm in &all {
+            assert!(!pending(&p, *sm).await, "{sm} swept");
+        }
+        assert!(!bill_projection::sweep_chunk(&p, 3).await.expect("none"));
+        same_tables(&p, &live, "bulk catch-up and sweep").await;
+
+        // A full rebuild over a pending sweep leaves none.
+        forget(&db).await;
+        bill_projection::catch_up_with(&db.store, &p, bulk)
+            .await
+            .expect("bulk catch-up");
+        bill_projection::rebuild_full(&db.store, &p)
+            .await
+            .expect("full rebuild");
+        assert!(!pending(&p, all[0]).await);
+        same_tables(&p, &live, "full rebuild after a bulk catch-up").await;
+
+        // The default catch-up sweeps before it returns.
+        forget(&db).await;
+        let sweeping = CatchUp {
+            sweep: true,
+            ..bulk
+        };
+        bill_projection::catch_up_with(&db.store, &p, sweeping)
+            .await
+            .expect("bulk catch-up");
+        same_tables(&p, &live, "bulk catch-up with its sweep").await;
+    }
+);
+
+async fn pending(p: &ProjectionDb, sm: StationMonth) -> bool {
+    bill_projection::sweep_pending(p, sm).await.expect("sweep")
+}
+
+/// Empty every table of the bill projection and move its checkpoint back to 0.
+async fn forget(db: &TestDb) {
+    let d = db.database().await.db;
+    for def in bill_projection::tables() {
+        common::exec(&d, &format!("DELETE FROM {}", def.name)).await;
+    }
+    common::exec(
+        &d,
+        "UPDATE projection_checkpoints SET position = 0 WHERE name = 'bill'",
+    )
+    .await;
 }
 
 both_backends!(

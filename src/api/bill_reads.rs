@@ -5,6 +5,7 @@
 //! may read.
 
 use super::{AppState, Caller, Problem};
+use crate::bill_projection;
 use crate::projector::select_rows;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -76,13 +77,19 @@ pub const READ_ATTEMPTS_MAX: usize = 5;
 async fn consistent_read(
     state: &AppState,
     sm: StationMonth,
-) -> Result<(i64, [Option<Value>; 5]), Problem> {
+) -> Result<((i64, bool), [Option<Value>; 5]), Problem> {
+    // A sweep after a bulk catch-up recomputes rows without moving the checkpoint:
+    // whether `sm` still waits for it is part of what must not move.
     let checkpoint = || async {
-        state
+        let position = state
             .projections
             .checkpoint(fold::NAME, fold::VERSION)
             .await
-            .map_err(|e| Problem::internal(e.to_string()))
+            .map_err(|e| Problem::internal(e.to_string()))?;
+        let pending = bill_projection::sweep_pending(&state.projections, sm)
+            .await
+            .map_err(|e| Problem::internal(e.to_string()))?;
+        Ok::<_, Problem>((position, pending))
     };
     let here = [Cell::Int(sm.station_id), Cell::Text(sm.month.to_string())];
     let by_month = "WHERE station_id = ? AND bill_yearmonth = ?";
@@ -132,7 +139,7 @@ pub async fn get_station_month(
         station_id: station_id(&raw_station)?,
         month: month(&raw_month)?,
     };
-    let (position, rows) = consistent_read(&state, sm).await?;
+    let ((position, sweep_pending), rows) = consistent_read(&state, sm).await?;
     let [customer_bill, difference, partner_bill, decision, finding] = rows;
     if customer_bill.is_none() && difference.is_none() && decision.is_none() && finding.is_none() {
         return Err(Problem::new(
@@ -144,6 +151,8 @@ pub async fn get_station_month(
     Ok(Json(json!({
         "station_month": sm.to_string(),
         "position": position,
+        // True while a bulk catch-up's sweep has not recomputed this station-month yet.
+        "sweep_pending": sweep_pending,
         "fi_customer_bill": customer_bill,
         "fi_customer_bill_partner": partner_bill,
         "fi_monthly_income_difference": difference,

@@ -1,7 +1,13 @@
 //! Bill projector throughput (issue 6 item 9): seed station-months of bill facts
-//! straight through the store in large units, then time a full catch-up of the `bill`
-//! projection from position 0 (events/s, wall time, peak RSS) and a scoped refresh
-//! of one customer account with 120 months (`rebuild_account`, p50/p99).
+//! straight through the store in large units, then time
+//! 1. a catch-up of the `bill` projection from position 0 as the running projector
+//!    does it (events/s, wall time, peak RSS): far behind the head it folds in bulk,
+//!    then sweeps every station-month once;
+//! 2. a full rebuild of the same log in one transaction;
+//! 3. one more month for `--live-stations` stations applied by the live path (each
+//!    batch recomputes what it affects, a partner group's earlier months included);
+//! 4. a scoped refresh of one customer account with 120 months (`rebuild_account`,
+//!    p50/p99).
 //!
 //! The seed writes the event contract of `factledger_aggregates::bill` exactly (its
 //! aggregate types, stream ids and payloads), in the order a live system would:
@@ -58,6 +64,8 @@ const SAMPLE_SECS: u64 = 30;
 
 pub struct Options {
     pub stations: u64,
+    /// Stations given one more month after the catch-up, applied live.
+    pub live_stations: u64,
     pub months: u64,
     pub account_months: u64,
     pub refresh_runs: usize,
@@ -77,7 +85,7 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
     // 1. Seed.
     let t = Instant::now();
     let mut seeder = Seeder::new(store.clone());
-    let seeded_sm = seed(&mut seeder, o, deadline).await?;
+    let (seeded_sm, mut ids) = seed(&mut seeder, o, deadline).await?;
     let seed_s = t.elapsed().as_secs_f64();
     let seeded = seeder.total;
     println!(
@@ -139,13 +147,70 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
         }
     }
     print_distribution(&db.projections).await?;
-
-    // 3. Scoped refresh of the 120-month account.
-    if complete {
-        refresh_latency(&db.projections, o, deadline).await?;
-    } else {
-        println!("scoped refresh skipped: the catch-up did not reach the head");
+    if !complete {
+        println!("full rebuild, live month and scoped refresh skipped: the catch-up did not reach the head");
+        return Ok(());
     }
+
+    // 3. The same log rebuilt in one transaction.
+    let t = Instant::now();
+    let left = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(left, bill_projection::rebuild_full(&store, &db.projections)).await {
+        Ok(r) => {
+            let outcome = r.map_err(|e| anyhow::anyhow!("full rebuild: {e}"))?;
+            let secs = t.elapsed().as_secs_f64();
+            println!("| full rebuild | events | seconds | events/s | station-months/s |");
+            println!("|---|---|---|---|---|");
+            println!(
+                "| one transaction | {} | {secs:.1} | {:.0} | {:.0} |",
+                outcome.events_read,
+                outcome.events_read as f64 / secs,
+                seeded_sm as f64 / secs
+            );
+            let rebuilt = table_counts(&db.projections).await?;
+            anyhow::ensure!(rebuilt == rows, "the full rebuild changed the row counts");
+        }
+        Err(_) => println!(
+            "full rebuild cut off by --max-secs after {:.1} s",
+            t.elapsed().as_secs_f64()
+        ),
+    }
+
+    // 4. Live: one more month for some stations, applied at the head batch by batch
+    // (each batch recomputes what it affects, a group's earlier months included).
+    if o.live_stations > 0 {
+        let events = seed_live_month(&mut seeder, &mut ids, o, o.live_stations).await?;
+        let live = bill_projection::CatchUp {
+            bulk_lag: i64::MAX,
+            ..Default::default()
+        };
+        let from = checkpoint(&db.projections).await?;
+        let t = Instant::now();
+        let left = deadline.saturating_duration_since(Instant::now());
+        let done = tokio::time::timeout(
+            left,
+            bill_projection::catch_up_with(&store, &db.projections, live),
+        )
+        .await
+        .is_ok();
+        let secs = t.elapsed().as_secs_f64();
+        let applied = checkpoint(&db.projections).await? - from;
+        println!("| live month | stations | events seeded | events applied | seconds | events/s |");
+        println!("|---|---|---|---|---|---|");
+        println!(
+            "| {} | {} | {events} | {applied} | {secs:.1} | {:.0} |",
+            if done {
+                "complete"
+            } else {
+                "cut off by --max-secs"
+            },
+            o.live_stations.min(o.stations),
+            applied as f64 / secs
+        );
+    }
+
+    // 5. Scoped refresh of the 120-month account.
+    refresh_latency(&db.projections, o, deadline).await?;
     Ok(())
 }
 
@@ -402,7 +467,7 @@ impl Ids {
 
 /// Seed reference data, the main set month by month, then the refresh account;
 /// returns the station-months seeded.
-async fn seed(seeder: &mut Seeder, o: &Options, deadline: Instant) -> anyhow::Result<u64> {
+async fn seed(seeder: &mut Seeder, o: &Options, deadline: Instant) -> anyhow::Result<(u64, Ids)> {
     let first = month_start(FIRST_MONTH, 0);
     let last = yyyymm(month_start(FIRST_MONTH, o.months - 1));
     let t0 = at(first, -30, 0);
@@ -505,7 +570,29 @@ async fn seed(seeder: &mut Seeder, o: &Options, deadline: Instant) -> anyhow::Re
     }
     station_months += seed_account(seeder, &mut ids, o.account_months).await?;
     seeder.flush().await?;
-    Ok(station_months)
+    Ok((station_months, ids))
+}
+
+/// One more month (the month after the main set) for the first `stations` stations:
+/// what the live projector meets at the head. Returns the events seeded.
+async fn seed_live_month(
+    seeder: &mut Seeder,
+    ids: &mut Ids,
+    o: &Options,
+    stations: u64,
+) -> anyhow::Result<u64> {
+    let before = seeder.total;
+    let m = o.months;
+    let month = month_start(FIRST_MONTH, m);
+    for chunk_start in (0..stations.min(o.stations)).step_by(CHUNK_STATIONS as usize) {
+        let chunk: Vec<u64> = (chunk_start..(chunk_start + CHUNK_STATIONS).min(stations)).collect();
+        let org = chunk_start / ORG_STATIONS;
+        let kind = order_kind(m, org, chunk_start % ORG_STATIONS / CHUNK_STATIONS);
+        let streams = station_month_unit(seeder, ids, &chunk, m, month, kind)?;
+        seeder.unit(streams).await?;
+    }
+    seeder.flush().await?;
+    Ok(seeder.total - before)
 }
 
 /// One line of a payment order: the station-month it pays.

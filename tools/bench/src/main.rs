@@ -99,6 +99,10 @@ enum Cmd {
         /// Months per station (the main set starts 2023-01).
         #[arg(long, default_value_t = 24)]
         months: u64,
+        /// Stations given one more month after the catch-up and the rebuild, applied
+        /// by the live path (0: skip).
+        #[arg(long, default_value_t = 2_000)]
+        live_stations: u64,
         /// Months of the separate customer account the scoped refresh rebuilds.
         #[arg(long, default_value_t = 120)]
         account_months: u64,
@@ -193,6 +197,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Bill {
             database_url,
             stations,
+            live_stations,
             months,
             account_months,
             refresh_runs,
@@ -200,6 +205,7 @@ async fn main() -> anyhow::Result<()> {
         } => {
             let options = bill::Options {
                 stations,
+                live_stations,
                 months,
                 account_months,
                 refresh_runs,
