@@ -1135,3 +1135,67 @@ impl JobHandler for BillRefreshHandler {
         })))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker whose claim was recovered and re-claimed (the attempt moved on) or
+    /// whose job is no longer running cannot save or clear the progress: a retry then
+    /// resumes after what the current claim committed, never after a stale round's.
+    #[tokio::test]
+    async fn a_stale_worker_cannot_save_or_clear_the_progress() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        let db = crate::store::open(&url).await.expect("open").db;
+        let Db::Sqlite(pool) = &db else {
+            panic!("a SQLite database")
+        };
+        sqlx::query(
+            "INSERT INTO jobs (id, kind, code, business_key, payload, status, retry_count, \
+             max_retry_count, next_execute_at_ms, request_generation, running_generation, \
+             running_attempt, created_at_ms, updated_at_ms) \
+             VALUES (1, 'bill_refresh', 'RIPSR:x', 'k', '{}', 1, 0, 3, 0, 0, 0, 2, 0, 0)",
+        )
+        .execute(pool)
+        .await
+        .expect("job");
+        let code = "RIPSR:x";
+        let sm = |station_id| StationMonth {
+            station_id,
+            month: YearMonth::parse("202609").expect("month"),
+        };
+        let (stale, current) = (
+            Fence {
+                job_id: 1,
+                running_attempt: 1,
+            },
+            Fence {
+                job_id: 1,
+                running_attempt: 2,
+            },
+        );
+        let saved = |fence, progress| save_progress(&db, fence, code, progress);
+
+        assert!(!saved(stale, Some((0, sm(31)))).await.expect("save"));
+        assert_eq!(load_progress(&db, code).await.expect("load"), None);
+        assert!(saved(current, Some((0, sm(31)))).await.expect("save"));
+        assert!(!saved(stale, Some((0, sm(32)))).await.expect("save"));
+        assert!(!saved(stale, None).await.expect("clear"));
+        assert_eq!(
+            load_progress(&db, code).await.expect("load"),
+            Some((0, sm(31)))
+        );
+
+        // A job no longer running refuses its own last claim too.
+        sqlx::query("UPDATE jobs SET status = 2 WHERE id = 1")
+            .execute(pool)
+            .await
+            .expect("finish");
+        assert!(!saved(current, Some((0, sm(33)))).await.expect("save"));
+        assert_eq!(
+            load_progress(&db, code).await.expect("load"),
+            Some((0, sm(31)))
+        );
+    }
+}
