@@ -38,7 +38,7 @@ use factledger_projections::bill::tables::{LINES, ORDERS, RESULTS};
 use factledger_projections::bill::{
     LineKind, LineStatus, OrderStatus, ResultSource, ResultStatus, ResultType, StationMonth,
 };
-use factledger_projections::table::{Cell, MemRow};
+use factledger_projections::table::{Cell, ColType, Column, MemRow, TableDef};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -72,6 +72,43 @@ pub enum MasterOutcome {
     /// The stream moved under every attempt: reported, not written.
     Conflict { order_id: i64, attempts: u32 },
 }
+
+/// `bill_order_status_conflicts` (migrations/*/0016): one row per reported conflict,
+/// served by `GET /v1/bills/order-status-conflicts`.
+pub const CONFLICTS: TableDef = TableDef {
+    name: "bill_order_status_conflicts",
+    key: &["id"],
+    columns: &[
+        Column {
+            name: "id",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "order_id",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "global_position",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "trigger_source",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "attempts",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "message",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "recorded_at",
+            ty: ColType::Text,
+        },
+    ],
+};
 
 /// The process manager.
 #[derive(Clone)]

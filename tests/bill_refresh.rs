@@ -806,3 +806,82 @@ both_backends!(
         assert_eq!(read["decision"]["decided_by"], "R8 partial payment");
     }
 );
+
+both_backends!(
+    the_snapshot_and_the_order_status_conflicts_are_served,
+    |db: TestDb| async move {
+        let app = Server::start(&db).await;
+        reference(&app).await;
+        station(&app, 41).await;
+        let read = projected(&app, 41, 20).await;
+        assert_eq!(read["snapshot"], Value::Null, "no order approved: {read}");
+        assert_eq!(read["sweep_pending"], false, "{read}");
+
+        // The bill's snapshot (R-BILL-10) beside its rows.
+        let d = db.database().await.db;
+        exec(
+            &d,
+            &format!(
+                "INSERT INTO bill_dimension_snapshot (bill_key, diff_id, station_id, \
+                 bill_yearmonth, order_id, planned_amount, paid_amount, paid_count, \
+                 failed_amount, failed_count, status, latest_paid_at, source, \
+                 refresh_version, payment_diff, approved_at) VALUES \
+                 ('STATION_MONTH:41:{MONTH}', NULL, 41, '{MONTH}', 7, 600, 400, 1, 0, 0, \
+                 'PARTIAL', '2026-09-05T08:00:00Z', 'TREASURY', 2, -200, \
+                 '2026-09-01T08:00:00Z')"
+            ),
+        )
+        .await;
+        let got = app.get(&format!("/v1/bills/41/{MONTH}")).await;
+        assert_eq!(got.0, 200, "{}", got.1);
+        let snapshot = &got.1["snapshot"];
+        assert_eq!(snapshot["bill_key"], format!("STATION_MONTH:41:{MONTH}"));
+        assert_eq!(
+            (&snapshot["planned_amount"], &snapshot["payment_diff"]),
+            (&json!(600), &json!(-200)),
+            "{snapshot}"
+        );
+
+        // Conflicts the R-BILL-9 process manager reported, oldest first, by order, paged.
+        for (order, position) in [(7, 11), (8, 12), (7, 13)] {
+            exec(
+                &d,
+                &format!(
+                    "INSERT INTO bill_order_status_conflicts (order_id, global_position, \
+                     trigger_source, attempts, message, recorded_at) VALUES ({order}, \
+                     {position}, 'TREASURY_RESULT_WRITEBACK', 2, 'moved twice', \
+                     '2026-09-05T08:00:00Z')"
+                ),
+            )
+            .await;
+        }
+        let path = "/v1/bills/order-status-conflicts";
+        let got = app.get(path).await;
+        assert_eq!(got.0, 200, "{}", got.1);
+        let positions = |v: &Value| -> Vec<i64> {
+            v["conflicts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["global_position"].as_i64().unwrap())
+                .collect()
+        };
+        assert_eq!(positions(&got.1), [11, 12, 13]);
+        assert_eq!(got.1["conflicts"][0]["attempts"], 2);
+        let got = app.get(&format!("{path}?order_id=7")).await;
+        assert_eq!(positions(&got.1), [11, 13]);
+        let first = app.get(&format!("{path}?limit=2")).await;
+        assert_eq!(positions(&first.1), [11, 12]);
+        let after = first.1["next_after_id"].as_i64().unwrap();
+        let rest = app.get(&format!("{path}?after_id={after}")).await;
+        assert_eq!(positions(&rest.1), [13]);
+        problem(
+            &app.get(&format!("{path}?limit=0")).await,
+            422,
+            "INVALID_FIELD",
+            "limit",
+        );
+        let unknown = app.get(&format!("{path}?order=7")).await;
+        assert_eq!(unknown.0, 422, "{}", unknown.1);
+    }
+);

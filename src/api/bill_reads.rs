@@ -1,13 +1,15 @@
 //! Bill reads (issue 6 item 8): `GET /v1/bills/{station_id}/{yyyymm}` — the three bill
 //! rows of a station-month and its decision: the rule that fired (e.g.
 //! `"decided_by":"R8 partial payment"`), the partner-query rule and the facts it read,
-//! so an operator sees why; or the error finding when the decision failed. Every role
-//! may read.
+//! so an operator sees why; or the error finding when the decision failed; and the
+//! bill-dimension snapshot of the station-month (R-BILL-10) when its order was
+//! approved. `GET /v1/bills/order-status-conflicts` lists the payment-order status
+//! conflicts the R-BILL-9 process manager reported. Every role may read.
 
 use super::{AppState, Caller, Problem};
 use crate::bill_projection;
 use crate::projector::select_rows;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use factledger_projections::bill::tables::{
@@ -141,6 +143,14 @@ pub async fn get_station_month(
     };
     let ((position, sweep_pending), rows) = consistent_read(&state, sm).await?;
     let [customer_bill, difference, partner_bill, decision, finding] = rows;
+    // Its own table, refreshed by its own job: not part of the checkpoint's read.
+    let snapshot = first(
+        &state,
+        &crate::bill_snapshots::SNAPSHOTS,
+        "WHERE station_id = ? AND bill_yearmonth = ? ORDER BY bill_key",
+        &[Cell::Int(sm.station_id), Cell::Text(sm.month.to_string())],
+    )
+    .await?;
     if customer_bill.is_none() && difference.is_none() && decision.is_none() && finding.is_none() {
         return Err(Problem::new(
             StatusCode::NOT_FOUND,
@@ -158,5 +168,61 @@ pub async fn get_station_month(
         "fi_monthly_income_difference": difference,
         "decision": decision,
         "finding": finding,
+        "snapshot": snapshot,
+    })))
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConflictQuery {
+    order_id: Option<i64>,
+    after_id: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// Payment-order status conflicts (R-BILL-9): masters the process manager could not
+/// reconcile because the order's stream moved under both compare-and-set attempts,
+/// oldest first, with the event that triggered each.
+#[utoipa::path(
+    get,
+    path = "/v1/bills/order-status-conflicts",
+    params(("order_id" = Option<i64>, Query, description = "Conflicts of this payment order"),
+           ("after_id" = Option<i64>, Query, description = "Page after this conflict id"),
+           ("limit" = Option<i64>, Query, description = "Page size")),
+    responses((status = 200, description = "{conflicts: [{id, order_id, global_position, trigger_source, attempts, message, recorded_at}], next_after_id}"),
+              (status = 422, body = super::ProblemBody)),
+    security(("bearer" = []))
+)]
+#[tracing::instrument(skip_all, fields(actor = %caller.principal.actor()))]
+pub async fn order_status_conflicts(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: Result<Query<ConflictQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, Problem> {
+    let Query(q) = query.map_err(|e| Problem::invalid("INVALID_FIELD", "", e.body_text()))?;
+    let limit = super::page_limit(q.limit)?;
+    let mut tail = "WHERE id > ?".to_owned();
+    let mut args = vec![Cell::Int(q.after_id.unwrap_or(0))];
+    if let Some(order_id) = q.order_id {
+        tail.push_str(" AND order_id = ?");
+        args.push(Cell::Int(order_id));
+    }
+    tail.push_str(&format!(" ORDER BY id LIMIT {limit}"));
+    let rows = select_rows(
+        &state.projections,
+        &crate::bill_order_status::CONFLICTS,
+        &tail,
+        &args,
+    )
+    .await
+    .map_err(|e| Problem::internal(e.to_string()))?;
+    let next_after_id = rows.last().and_then(|r| match r.get("id") {
+        Some(Cell::Int(id)) => Some(*id),
+        _ => None,
+    });
+    tracing::debug!(n = rows.len(), "order status conflicts read");
+    Ok(Json(json!({
+        "conflicts": rows.iter().map(row_json).collect::<Vec<_>>(),
+        "next_after_id": next_after_id,
     })))
 }

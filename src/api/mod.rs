@@ -110,6 +110,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/bills:refresh", post(bill_refresh::submit))
         .route("/v1/bills/inspections", get(bill_refresh::inspections))
+        .route(
+            "/v1/bills/order-status-conflicts",
+            get(bill_reads::order_status_conflicts),
+        )
         .route("/v1/bills/small-bills", post(bills::record_small_bill))
         .route("/v1/bills/diffs", post(bills::record_diff))
         .route("/v1/bills/partner-bills", post(bills::record_partner_bill))

@@ -28,6 +28,7 @@ use utoipa::OpenApi;
         super::bills::record_small_bill,
         super::bill_refresh::submit,
         super::bill_refresh::inspections,
+        super::bill_reads::order_status_conflicts,
         super::bills::record_diff,
         super::bills::record_partner_bill,
         super::bills::post_on_partner_bill,
