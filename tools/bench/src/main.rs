@@ -103,6 +103,10 @@ enum Cmd {
         /// by the live path (0: skip).
         #[arg(long, default_value_t = 2_000)]
         live_stations: u64,
+        /// Also time a full rebuild of the whole log in one transaction (at full size
+        /// it takes longer than the catch-up).
+        #[arg(long)]
+        full_rebuild: bool,
         /// Months of the separate customer account the scoped refresh rebuilds.
         #[arg(long, default_value_t = 120)]
         account_months: u64,
@@ -198,6 +202,7 @@ async fn main() -> anyhow::Result<()> {
             database_url,
             stations,
             live_stations,
+            full_rebuild,
             months,
             account_months,
             refresh_runs,
@@ -206,6 +211,7 @@ async fn main() -> anyhow::Result<()> {
             let options = bill::Options {
                 stations,
                 live_stations,
+                full_rebuild,
                 months,
                 account_months,
                 refresh_runs,
