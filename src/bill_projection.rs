@@ -24,7 +24,8 @@
 //!
 //! A backlog is caught up in bulk: a full batch with at least
 //! [`CatchUp::bulk_lag`] events after it is only folded into the fact tables, and the
-//! same transaction leaves a pending sweep (`bill_projection_sweep`). At the head the
+//! same transaction leaves a pending sweep (`bill_projection_sweep`); until the sweep
+//! starts, later batches are folded the same way. At the head the
 //! projector sweeps every station-month once, [`SWEEP_CHUNK`] per transaction with
 //! a cursor, and reads report `sweep_pending` for the station-months it has not
 //! reached. Why: a partner bill's deduction counts in every month of its platform
@@ -728,18 +729,22 @@ async fn fold_in(tx: &mut Tx, batch: &[(i64, Folded)]) -> Result<(), Step> {
 }
 
 /// Apply a batch and move the checkpoint `from → to` in ONE transaction: recomputing
-/// what it affects, or for a `bulk` batch folding it and marking the sweep.
+/// what it affects, or for a `bulk` batch (or while a marked sweep has not started)
+/// folding it and marking the sweep. Returns whether it folded in bulk.
 async fn apply(
     db: &ProjectionDb,
     from: i64,
     to: i64,
     batch: &[(i64, Folded)],
     bulk: bool,
-) -> Result<(), RunnerError> {
+) -> Result<bool, RunnerError> {
     let mut tx = Tx::begin(db).await?;
     if !tx.advance(from, to).await? {
         return Err(RunnerError::CheckpointMoved(NAME));
     }
+    // A sweep that has not started recomputes every station-month after this batch
+    // anyway: fold it in bulk too, up to the head.
+    let bulk = bulk || sweep_cursor(&mut tx).await? == Some(None);
     // Dropping the transaction on an error rolls the batch back.
     if bulk {
         fold_in(&mut tx, batch).await.map_err(Step::into_runner)?;
@@ -748,7 +753,7 @@ async fn apply(
         apply_in(&mut tx, batch).await.map_err(Step::into_runner)?;
     }
     tx.commit().await?;
-    Ok(())
+    Ok(bulk)
 }
 
 /// Events a catch-up batch must still have after it to be folded in bulk.
@@ -828,7 +833,7 @@ pub async fn catch_up_with(
             Some(err) => Err(RunnerError::Projection(err)),
         };
         match outcome {
-            Ok(()) => {
+            Ok(bulk) => {
                 read += events.len() as u64;
                 position = last;
                 // Live batches let a pending sweep advance a chunk each.
