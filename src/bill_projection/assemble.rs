@@ -65,6 +65,24 @@ async fn rows_in(
     Ok(tx.rows(def, &condition(&in_list(ids.len())), &args).await?)
 }
 
+/// Rows of `def` whose `column` is one of `ids`, in `order` (none for no `ids`).
+async fn rows_of(
+    tx: &mut Tx,
+    def: &TableDef,
+    column: &str,
+    ids: &[Cell],
+    order: &str,
+) -> Result<Vec<MemRow>, Step> {
+    rows_in(
+        tx,
+        def,
+        ids,
+        |l| format!("WHERE {column} IN ({l}) {order}"),
+        &[],
+    )
+    .await
+}
+
 /// Rows indexed by a key, in read order within each key.
 fn index<T, K: Ord>(
     rows: Vec<Typed<T>>,
@@ -122,14 +140,7 @@ pub(super) async fn assemble_many(
         .filter_map(|sm| small_of(sm).map(|(_, b)| b.account_id))
         .collect();
     let account_ids = ints(accounts);
-    let rows = rows_in(
-        tx,
-        &CUSTOMER_ACCOUNTS,
-        &account_ids,
-        |l| format!("WHERE account_id IN ({l})"),
-        &[],
-    )
-    .await?;
+    let rows = rows_of(tx, &CUSTOMER_ACCOUNTS, "account_id", &account_ids, "").await?;
     let customer_accounts = index(typed(rows, fold::customer_account_of)?, |(_, a)| Ok(a.id))?;
     let last_read = sms
         .iter()
@@ -159,14 +170,7 @@ pub(super) async fn assemble_many(
         .filter_map(|sm| diff_of(sm).and_then(|(_, d)| d.partner_bill_id))
         .collect();
     let linked = ints(linked);
-    let rows = rows_in(
-        tx,
-        &DIFFS,
-        &linked,
-        |l| format!("WHERE partner_bill_id IN ({l})"),
-        &[],
-    )
-    .await?;
+    let rows = rows_of(tx, &DIFFS, "partner_bill_id", &linked, "").await?;
     let mut linking: BTreeMap<i64, Vec<StationMonth>> = BTreeMap::new();
     for r in &rows {
         let id = fold::int_of(r, "partner_bill_id").map_err(bad(0))?;
@@ -193,12 +197,12 @@ pub(super) async fn assemble_many(
         .flatten()
         .map(|(_, account)| *account)
         .collect();
-    let rows = rows_in(
+    let rows = rows_of(
         tx,
         &PARTNER_ACCOUNTS,
+        "partner_account_id",
         &ints(own_ids),
-        |l| format!("WHERE partner_account_id IN ({l})"),
-        &[],
+        "",
     )
     .await?;
     let own_accounts = index(typed(rows, fold::partner_account_of)?, |(_, a)| Ok(a.id))?;
@@ -208,12 +212,12 @@ pub(super) async fn assemble_many(
         .filter_map(|(_, a)| a.platform_station_id)
         .collect();
     let platforms = ints(platforms);
-    let rows = rows_in(
+    let rows = rows_of(
         tx,
         &PARTNER_ACCOUNTS,
+        "platform_station_id",
         &platforms,
-        |l| format!("WHERE platform_station_id IN ({l}) ORDER BY partner_account_id"),
-        &[],
+        "ORDER BY partner_account_id",
     )
     .await?;
     let platform_accounts = index(typed(rows, fold::partner_account_of)?, |(_, a)| {
@@ -241,21 +245,21 @@ pub(super) async fn assemble_many(
         .flat_map(|(_, account)| group_of(*account).into_iter().map(|(_, a)| a.id))
         .collect();
     let group_ids = ints(group_ids);
-    let rows = rows_in(
+    let rows = rows_of(
         tx,
         &PARTNER_BILLS,
+        "partner_account_id",
         &group_ids,
-        |l| format!("WHERE partner_account_id IN ({l}) ORDER BY partner_bill_id"),
-        &[],
+        "ORDER BY partner_bill_id",
     )
     .await?;
     let group_bills = typed(rows, fold::partner_bill_deduction_of)?;
-    let rows = rows_in(
+    let rows = rows_of(
         tx,
         &OPENING_DEDUCTIONS,
+        "partner_account_id",
         &group_ids,
-        |l| format!("WHERE partner_account_id IN ({l}) ORDER BY opening_id"),
-        &[],
+        "ORDER BY opening_id",
     )
     .await?;
     let group_openings = typed(rows, fold::opening_deduction_of)?;
@@ -270,26 +274,12 @@ pub(super) async fn assemble_many(
         .flatten()
         .map(|(_, a)| a.partner_org_id)
         .collect();
-    let rows = rows_in(
-        tx,
-        &PARTNER_PROFILES,
-        &ints(orgs),
-        |l| format!("WHERE partner_org_id IN ({l})"),
-        &[],
-    )
-    .await?;
+    let rows = rows_of(tx, &PARTNER_PROFILES, "partner_org_id", &ints(orgs), "").await?;
     let profiles = index(
         typed(rows, |r| fold::int_of(r, "partner_org_id"))?,
         |(_, o)| Ok(*o),
     )?;
-    let rows = rows_in(
-        tx,
-        &STATIONS,
-        &stations,
-        |l| format!("WHERE station_id IN ({l})"),
-        &[],
-    )
-    .await?;
+    let rows = rows_of(tx, &STATIONS, "station_id", &stations, "").await?;
     let station_rows = index(typed(rows, |r| fold::int_of(r, "station_id"))?, |(_, s)| {
         Ok(*s)
     })?;
@@ -350,12 +340,12 @@ pub(super) async fn assemble_many(
     for (_, lock) in locks.values().flatten() {
         order_ids.insert(lock.order_id);
     }
-    let rows = rows_in(
+    let rows = rows_of(
         tx,
         &ORDERS,
+        "order_id",
         &ints(order_ids),
-        |l| format!("WHERE order_id IN ({l}) ORDER BY order_id"),
-        &[],
+        "ORDER BY order_id",
     )
     .await?;
     let orders = index(typed(rows, fold::order_of)?, |(_, o)| Ok(o.id))?;
