@@ -704,22 +704,6 @@ fn projected_row(table: BillTable, row: &MemRow) -> Result<Option<ProjectedRow>,
     }))
 }
 
-fn status_of(code: i64) -> Option<PaymentStatus> {
-    use PaymentStatus as P;
-    [
-        P::NoPaymentNeeded,
-        P::Unpaid,
-        P::InReview,
-        P::AwaitingPayment,
-        P::Paid,
-        P::PartiallyPaid,
-        P::PaymentFailed,
-        P::PartnerBillNotPushed,
-    ]
-    .into_iter()
-    .find(|s| i64::from(s.code()) == code)
-}
-
 /// The station-month's current projected `payment_status` (its decision), read now;
 /// `None` when it has none (never projected, or its decision failed).
 async fn current_status(
@@ -737,7 +721,7 @@ async fn current_status(
     Ok(found
         .first()
         .and_then(|r| fold::opt_int_of(r, "payment_status").ok().flatten())
-        .and_then(status_of))
+        .and_then(PaymentStatus::from_code))
 }
 
 // ---------------------------------------------------------------------------------

@@ -19,6 +19,23 @@ pub enum PaymentStatus {
 }
 
 impl PaymentStatus {
+    /// Every status, in code order.
+    pub const ALL: [PaymentStatus; 8] = [
+        PaymentStatus::NoPaymentNeeded,
+        PaymentStatus::Unpaid,
+        PaymentStatus::InReview,
+        PaymentStatus::AwaitingPayment,
+        PaymentStatus::Paid,
+        PaymentStatus::PartiallyPaid,
+        PaymentStatus::PaymentFailed,
+        PaymentStatus::PartnerBillNotPushed,
+    ];
+
+    /// The status a stored `payment_status` code names, `None` for any other code.
+    pub fn from_code(code: i64) -> Option<PaymentStatus> {
+        Self::ALL.into_iter().find(|s| i64::from(s.code()) == code)
+    }
+
     pub fn code(self) -> i32 {
         match self {
             PaymentStatus::NoPaymentNeeded => 10,

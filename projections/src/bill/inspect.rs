@@ -179,7 +179,7 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
     }
     // I2
     for r in &rows {
-        if status_of(r.payment_status_code).is_none() {
+        if PaymentStatus::from_code(r.payment_status_code.into()).is_none() {
             find(
                 InspectionRule::StatusCodeKnown,
                 Some(r),
@@ -285,7 +285,7 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
     }
     // I7, I8
     for r in &rows {
-        let status = status_of(r.payment_status_code);
+        let status = PaymentStatus::from_code(r.payment_status_code.into());
         if status == Some(PaymentStatus::Paid) && r.paid_amount_minor <= 0 {
             find(
                 InspectionRule::PaidStatusHasPayment,
@@ -321,22 +321,6 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
     }
     findings.sort_by_key(|f| f.rule);
     Ok(findings)
-}
-
-fn status_of(code: i32) -> Option<PaymentStatus> {
-    use PaymentStatus as P;
-    [
-        P::NoPaymentNeeded,
-        P::Unpaid,
-        P::InReview,
-        P::AwaitingPayment,
-        P::Paid,
-        P::PartiallyPaid,
-        P::PaymentFailed,
-        P::PartnerBillNotPushed,
-    ]
-    .into_iter()
-    .find(|s| s.code() == code)
 }
 
 /// Why an inspection could not run. It is reported; it never undoes committed work.
