@@ -630,6 +630,61 @@ struct LineOf {
     pre_rent: i64,
 }
 
+/// The bill facts of one station-month: its small bill, diff and partner bill.
+struct BillOf {
+    /// One id for its bill, diff, partner bill (and line).
+    sm_id: i64,
+    rent: i64,
+    /// Whether the diff links the partner bill.
+    linked: bool,
+    pre_rent: Option<i64>,
+    pushed: DateTime<Utc>,
+}
+
+/// The station-month stream (small bill, diff) and the partner bill stream of `b`.
+fn bill_streams(
+    seeder: &mut Seeder,
+    st: &Station,
+    ym: &str,
+    b: &BillOf,
+) -> anyhow::Result<[Stream; 2]> {
+    let mut s = Stream::new(STATION_MONTH_AGGREGATE_TYPE, format!("{}:{ym}", st.id));
+    seeder.push(
+        &mut s,
+        StationMonthEvent::SmallBillRecorded {
+            station_id: st.id,
+            month: ym.to_owned(),
+            bill_id: b.sm_id,
+            account_id: st.customer_account,
+            rent_minor: b.rent,
+            recorded_at: b.pushed,
+        },
+    )?;
+    seeder.push(
+        &mut s,
+        StationMonthEvent::DiffRecorded {
+            station_id: st.id,
+            month: ym.to_owned(),
+            diff_id: b.sm_id,
+            partner_bill_id: b.linked.then_some(b.sm_id),
+            recorded_at: b.pushed,
+        },
+    )?;
+    let mut p = Stream::new(PARTNER_BILL_AGGREGATE_TYPE, b.sm_id.to_string());
+    seeder.push(
+        &mut p,
+        PartnerBillEvent::PartnerBillRecorded {
+            partner_bill_id: b.sm_id,
+            partner_account_id: st.partner_account,
+            month: ym.to_owned(),
+            pre_rent_minor: b.pre_rent,
+            deduction_minor: 500,
+            recorded_at: b.pushed,
+        },
+    )?;
+    Ok([s, p])
+}
+
 /// The streams of one chunk of stations in month `m`: per station its station-month,
 /// partner bill (and offline result), then the chunk's order with locks and results.
 fn station_month_unit(
@@ -650,48 +705,20 @@ fn station_month_unit(
         let r = mix(k, m) % 100;
         let rent = 100_000 + (k % 50) as i64 * 1_000;
         let pushed = at(month, 32, k as i64);
-        let mut s = Stream::new(STATION_MONTH_AGGREGATE_TYPE, format!("{}:{ym}", st.id));
-        seeder.push(
-            &mut s,
-            StationMonthEvent::SmallBillRecorded {
-                station_id: st.id,
-                month: ym.clone(),
-                bill_id: sm_id,
-                account_id: st.customer_account,
-                rent_minor: rent,
-                recorded_at: pushed,
-            },
-        )?;
-        // 3 %: the diff is not (yet) matched to the partner bill: small bill only.
-        seeder.push(
-            &mut s,
-            StationMonthEvent::DiffRecorded {
-                station_id: st.id,
-                month: ym.clone(),
-                diff_id: sm_id,
-                partner_bill_id: (r >= 3).then_some(sm_id),
-                recorded_at: pushed,
-            },
-        )?;
-        streams.push(s);
         let pre_rent = match r {
             3..=4 => Some(0),
             5 => None,
             _ => Some(rent - 2_000),
         };
-        let mut s = Stream::new(PARTNER_BILL_AGGREGATE_TYPE, sm_id.to_string());
-        seeder.push(
-            &mut s,
-            PartnerBillEvent::PartnerBillRecorded {
-                partner_bill_id: sm_id,
-                partner_account_id: st.partner_account,
-                month: ym.clone(),
-                pre_rent_minor: pre_rent,
-                deduction_minor: 500,
-                recorded_at: pushed,
-            },
-        )?;
-        streams.push(s);
+        // 3 %: the diff is not (yet) matched to the partner bill: small bill only.
+        let bill = BillOf {
+            sm_id,
+            rent,
+            linked: r >= 3,
+            pre_rent,
+            pushed,
+        };
+        streams.extend(bill_streams(seeder, &st, &ym, &bill)?);
         if r == 0 {
             // Small bill only, paid offline (R3).
             let result_id = ids.result();
@@ -1067,42 +1094,14 @@ async fn seed_account(seeder: &mut Seeder, ids: &mut Ids, months: u64) -> anyhow
         let rent = 150_000;
         let pushed = at(month, 32, 0);
         let mut streams = Vec::new();
-        let mut s = Stream::new(STATION_MONTH_AGGREGATE_TYPE, format!("{}:{ym}", st.id));
-        seeder.push(
-            &mut s,
-            StationMonthEvent::SmallBillRecorded {
-                station_id: st.id,
-                month: ym.clone(),
-                bill_id: sm_id,
-                account_id: st.customer_account,
-                rent_minor: rent,
-                recorded_at: pushed,
-            },
-        )?;
-        seeder.push(
-            &mut s,
-            StationMonthEvent::DiffRecorded {
-                station_id: st.id,
-                month: ym.clone(),
-                diff_id: sm_id,
-                partner_bill_id: Some(sm_id),
-                recorded_at: pushed,
-            },
-        )?;
-        streams.push(s);
-        let mut s = Stream::new(PARTNER_BILL_AGGREGATE_TYPE, sm_id.to_string());
-        seeder.push(
-            &mut s,
-            PartnerBillEvent::PartnerBillRecorded {
-                partner_bill_id: sm_id,
-                partner_account_id: st.partner_account,
-                month: ym.clone(),
-                pre_rent_minor: Some(rent - 2_000),
-                deduction_minor: 500,
-                recorded_at: pushed,
-            },
-        )?;
-        streams.push(s);
+        let bill = BillOf {
+            sm_id,
+            rent,
+            linked: true,
+            pre_rent: Some(rent - 2_000),
+            pushed,
+        };
+        streams.extend(bill_streams(seeder, &st, &ym, &bill)?);
         // Paid in full, except every 10th month partially and the last one awaiting.
         let kind = if m + 1 == months {
             OrderKind::AwaitingUnderLock
