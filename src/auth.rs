@@ -248,7 +248,7 @@ pub async fn bootstrap_admin(
     Ok(Some(key))
 }
 
-fn write_secret_file(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
+pub(crate) fn write_secret_file(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
     use std::io::Write;
     #[cfg(unix)]
     use std::os::unix::fs::OpenOptionsExt;

@@ -504,7 +504,7 @@ where
         let Some(loaded) = work.get_mut(&id) else {
             continue;
         };
-        match decide_one(loaded, &p.env, &mut refs) {
+        match decide_one(inner.store.keyring().active(), loaded, &p.env, &mut refs) {
             Ok((unit, views)) => accepted.push(Accepted {
                 pending: p,
                 unit,
@@ -602,6 +602,7 @@ fn outcome(mut views: Vec<EventView>, committed: &CommittedUnit) -> CommandOutco
 /// Decide one command on the working state, check and apply its events, and seal
 /// them into a unit of work.
 fn decide_one<A>(
+    key: &crate::store::ChainKey,
     loaded: &mut Loaded<A>,
     env: &CommandEnvelope<A::Command>,
     refs: &mut HashSet<factledger_aggregates::decide::LedgerRef>,
@@ -614,7 +615,7 @@ where
         .state
         .decide(env.command.clone())
         .map_err(BusError::Domain)?;
-    let sealed = seal_decided(loaded, &env.aggregate_id, &events, &env.metadata, refs)?;
+    let sealed = seal_decided(key, loaded, &env.aggregate_id, &events, &env.metadata, refs)?;
     let unit = UnitOfWork {
         streams: vec![sealed.stream],
         ledger_refs: sealed
@@ -653,6 +654,7 @@ pub(crate) struct SealedDecision {
 /// state on. `refs` holds the ledger references already taken by the batch or unit
 /// being built: a second one is refused here, before the database would.
 pub(crate) fn seal_decided<A>(
+    key: &crate::store::ChainKey,
     loaded: &mut Loaded<A>,
     aggregate_id: &str,
     events: &[A::Event],
@@ -700,6 +702,7 @@ where
         let payload_text = payload_value.to_string();
         payload_bytes += payload_text.len() as i64;
         let event = SealedEvent::seal(
+            key,
             &prev,
             A::TYPE,
             aggregate_id,

@@ -13,6 +13,14 @@ struct Cli {
     /// Database: sqlite://FILE (created if missing) or mysql://USER@HOST:PORT/DB.
     #[arg(long, global = true, env = "DATABASE_URL", default_value = DATABASE_URL_DEFAULT)]
     database_url: String,
+    /// The integrity key file (chain keys and the anchor signing key; created 0600 on
+    /// first use). Keep it off the database host and back it up: without it the log
+    /// cannot be verified.
+    #[arg(long, global = true, env = "FACTLEDGER_INTEGRITY_KEYS", default_value = factledger::store::integrity::keys::KEY_FILE_DEFAULT)]
+    integrity_keys: std::path::PathBuf,
+    /// The append-only file signed chain anchors are written to and verified against.
+    #[arg(long, global = true, env = "FACTLEDGER_ANCHOR_FILE", default_value = factledger::store::integrity::anchor::ANCHOR_FILE_DEFAULT)]
+    anchor_file: std::path::PathBuf,
     #[command(subcommand)]
     command: Command,
 }
@@ -50,6 +58,10 @@ enum Command {
         /// process settles). Default every 5 minutes.
         #[arg(long, env = "FACTLEDGER_SETTLEMENT_EVERY", default_value = factledger::affiliate::settlement::SETTLEMENT_EVERY)]
         settlement_every: String,
+        /// Sign a chain anchor this often (seconds) when the log moved; 0: only on
+        /// demand (`factledger anchor`, `POST /v1/audit/anchors`).
+        #[arg(long, env = "FACTLEDGER_ANCHOR_EVERY_S", default_value_t = ANCHOR_EVERY_S_DEFAULT)]
+        anchor_every_s: u64,
     },
     /// Apply pending migrations and exit.
     Migrate,
@@ -88,11 +100,25 @@ enum Command {
         aggregate_type: String,
         aggregate_id: String,
     },
-    /// Verify the hash chains; exits non-zero naming the first broken event.
+    /// Verify the log: every hash chain under its key, positions without holes, and
+    /// the log against every signed anchor (the anchor file's and the database's).
+    /// Prints the report as JSON; exits 2 naming the first bad position and its kind
+    /// (gap, edited, truncated, re_chained).
     Verify {
-        /// Only this stream, as TYPE/ID (default: every stream).
+        /// Only this stream's chain, as TYPE/ID (default: the whole log).
         #[arg(long)]
         stream: Option<String>,
+        /// Also print the whole report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sign a chain anchor at the log's head now: stored, published to the outbox and
+    /// appended to the anchor file. Prints it as JSON.
+    Anchor,
+    /// Manage the integrity key file.
+    Integrity {
+        #[command(subcommand)]
+        action: IntegrityAction,
     },
     /// Manage API keys.
     Keys {
@@ -237,6 +263,19 @@ enum JobsAction {
 }
 
 #[derive(Subcommand)]
+enum IntegrityAction {
+    /// Add a fresh chain key and make it the one new events are sealed with (old keys
+    /// stay so old events verify). Restart `serve` to use it.
+    RotateKey,
+    /// Print the anchor signing key's public key (hex) to pin outside the service.
+    PublicKey,
+}
+
+/// How often `serve` anchors by default: a deleted tail younger than this is what
+/// the anchors cannot vouch for.
+const ANCHOR_EVERY_S_DEFAULT: u64 = 60;
+
+#[derive(Subcommand)]
 enum KeysAction {
     /// Create a key and print it (it is shown only once).
     Create {
@@ -247,6 +286,11 @@ enum KeysAction {
     Revoke { key_id: String },
     /// List keys (ids and roles; never secrets).
     List,
+}
+
+/// Open the database with the integrity key file of this deployment.
+async fn open_db(database_url: &str, keys: &std::path::Path) -> anyhow::Result<store::Database> {
+    store::open_with(database_url, store::load_keyring(keys)?).await
 }
 
 #[tokio::main]
@@ -274,6 +318,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             outbox,
             platform_countries,
             settlement_every,
+            anchor_every_s,
         } => {
             let cwd = std::env::current_dir()?;
             let platform_sync =
@@ -291,6 +336,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 outbox_sinks: sinks,
                 platform_sync,
                 settlement_cron: factledger::server::SettlementCron::parse(&settlement_every),
+                integrity_keys: Some(cli.integrity_keys.clone()),
+                anchor_file: Some(cli.anchor_file.clone()),
+                anchor_every: (anchor_every_s > 0)
+                    .then(|| std::time::Duration::from_secs(anchor_every_s)),
                 ..Default::default()
             };
             let started =
@@ -311,7 +360,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Migrate => {
-            let db = store::open(&cli.database_url).await?;
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             println!(
                 "migrated {} database; head position {}",
                 db.store.backend(),
@@ -320,7 +369,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::CatchUp => {
-            let db = store::open(&cli.database_url).await?;
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             let started = std::time::Instant::now();
             let applied =
                 factledger::projection::catch_up_wallet(&db.store, &db.projections).await?;
@@ -359,7 +408,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             pause_ms,
         } => {
             use factledger::rebuild::{self, RebuildOptions, Scope};
-            let db = store::open(&cli.database_url).await?;
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             if projection == factledger::bill_projection::NAME {
                 let done = rebuild_bill(&db, scope.as_deref()).await?;
                 println!("{done}");
@@ -415,13 +464,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Reconcile { repair } => {
             use factledger::reconcile::{self, ReconcileOptions, RunStatus};
-            let db = store::open(&cli.database_url).await?;
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             let options = ReconcileOptions {
                 repair,
                 ..ReconcileOptions::default()
             };
             let run = reconcile::start_run(&db.projections, options, "cli").await?;
-            let run = reconcile::finish_run(&db.store, &db.projections, run).await?;
+            let run = reconcile::finish_run(
+                &db.store,
+                &db.projections,
+                run,
+                Some(cli.anchor_file.clone()),
+            )
+            .await?;
             println!("{}", serde_json::to_string_pretty(&run)?);
             match (&run.status, &run.report) {
                 (RunStatus::Succeeded, Some(r)) if r.remaining.total() == 0 => {
@@ -439,7 +494,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             aggregate_type,
             aggregate_id,
         } => {
-            let db = store::open(&cli.database_url).await?;
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             let mut from = 1;
             loop {
                 let page = db
@@ -454,35 +509,76 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Verify { stream } => {
-            let db = store::open(&cli.database_url).await?;
-            let target = match &stream {
-                Some(s) => Some(
-                    s.split_once('/')
-                        .context("--stream must be TYPE/ID, e.g. wallet/w-1")?,
-                ),
-                None => None,
-            };
-            let report = store::verify(&*db.store, target).await?;
-            match &report.first_broken {
+        Command::Verify { stream, json } => {
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
+            let report = match &stream {
+                Some(s) => {
+                    let target = s
+                        .split_once('/')
+                        .context("--stream must be TYPE/ID, e.g. wallet/w-1")?;
+                    store::verify(&*db.store, Some(target)).await?
+                }
                 None => {
-                    println!(
-                        "ok: {} events in {} streams verified",
-                        report.events_checked, report.streams_checked
-                    );
-                    Ok(ExitCode::SUCCESS)
+                    store::integrity::verify_log(&db.store, &db.db, Some(&cli.anchor_file)).await?
                 }
-                Some(b) => {
-                    println!(
-                        "BROKEN: {}/{} sequence {} (global position {}): {}",
-                        b.aggregate_type, b.aggregate_id, b.sequence, b.global_position, b.reason
-                    );
-                    Ok(ExitCode::from(2))
-                }
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
             }
+            if report.ok {
+                println!(
+                    "ok: {} events in {} streams verified, {} signed anchors matched",
+                    report.events_checked, report.streams_checked, report.anchors_checked
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            if let Some(f) = &report.first {
+                let kind = serde_json::to_value(f.kind)?;
+                println!(
+                    "BROKEN at position {} ({}): {} [{} finding(s)]",
+                    f.global_position,
+                    kind.as_str().unwrap_or_default(),
+                    f.detail,
+                    report.findings_count
+                );
+            }
+            if let Some(b) = &report.first_broken {
+                println!(
+                    "BROKEN: {}/{} sequence {} (global position {}): {}",
+                    b.aggregate_type, b.aggregate_id, b.sequence, b.global_position, b.reason
+                );
+            }
+            Ok(ExitCode::from(2))
         }
+        Command::Anchor => {
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
+            let sinks = store::integrity::AnchorSinks {
+                file: Some(cli.anchor_file.clone()),
+            };
+            let anchor =
+                store::integrity::anchor::create(&db.store, &db.db, &sinks, "cli", false).await?;
+            println!("{}", serde_json::to_string_pretty(&anchor)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Integrity { action } => match action {
+            IntegrityAction::RotateKey => {
+                let ring = store::Keyring::rotate(&cli.integrity_keys)?;
+                println!(
+                    "{}: new events are sealed with {} (keys: {:?}); restart serve to use it",
+                    cli.integrity_keys.display(),
+                    ring.active().id,
+                    ring.chain_key_ids()
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            IntegrityAction::PublicKey => {
+                let ring = store::Keyring::load(&cli.integrity_keys)?;
+                println!("{} {}", ring.signing_key_id(), ring.public_key_hex());
+                Ok(ExitCode::SUCCESS)
+            }
+        },
         Command::Keys { action } => {
-            let db = store::open(&cli.database_url).await?;
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             match action {
                 KeysAction::Create { role } => {
                     let key = db.keys.create(role).await?;
@@ -503,11 +599,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Jobs { action } => jobs(&cli.database_url, action).await,
+        Command::Jobs { action } => jobs(&cli.database_url, &cli.integrity_keys, action).await,
         Command::Cron {
             action: CronAction::List,
         } => {
-            let db = store::open(&cli.database_url).await?;
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             let country = std::env::var("FACTLEDGER_COUNTRY").unwrap_or_else(|_| "ID".into());
             let mut options = factledger::server::ServeOptions::default();
             let engine = factledger::server::job_engine(&db, &country, &mut options).await?;
@@ -518,7 +614,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Outbox {
             action: OutboxAction::Status,
         } => {
-            let db = store::open(&cli.database_url).await?;
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             let status = factledger::outbox::status(&db.db).await?;
             println!("{}", serde_json::to_string_pretty(&status)?);
             Ok(ExitCode::SUCCESS)
@@ -526,7 +622,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Callbacks {
             action: CallbacksAction::ReplayFailed { revive },
         } => {
-            let db = store::open(&cli.database_url).await?;
+            let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             let country = std::env::var("FACTLEDGER_COUNTRY").unwrap_or_else(|_| "ID".into());
             let mut options = factledger::server::ServeOptions::default();
             let engine = factledger::server::job_engine(&db, &country, &mut options).await?;
@@ -539,9 +635,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// `factledger jobs …`: the same operations as `/v1/jobs`, printed as JSON.
-async fn jobs(database_url: &str, action: JobsAction) -> anyhow::Result<ExitCode> {
+async fn jobs(
+    database_url: &str,
+    keys: &std::path::Path,
+    action: JobsAction,
+) -> anyhow::Result<ExitCode> {
     use factledger::jobs::{ops, JobStatus, Selector};
-    let db = store::open(database_url).await?;
+    let db = open_db(database_url, keys).await?;
     let country = std::env::var("FACTLEDGER_COUNTRY").unwrap_or_else(|_| "ID".into());
     let mut options = factledger::server::ServeOptions::default();
     let engine = factledger::server::job_engine(&db, &country, &mut options).await?;

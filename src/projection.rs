@@ -37,6 +37,16 @@ pub enum ProjectionDb {
     Sqlite(SqlitePool),
 }
 
+impl ProjectionDb {
+    /// The same pool as the background machinery's handle.
+    pub fn db(&self) -> crate::db::Db {
+        match self {
+            ProjectionDb::Mysql(p) => crate::db::Db::Mysql(p.clone()),
+            ProjectionDb::Sqlite(p) => crate::db::Db::Sqlite(p.clone()),
+        }
+    }
+}
+
 /// The same SQL on both backends (plain `?` placeholders, no upserts), expanded once
 /// per pool type.
 macro_rules! with_tx {

@@ -50,6 +50,7 @@ use sqlx::{MySql, Row, Sqlite, Transaction};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod affiliate;
+mod log;
 mod withdrawal;
 
 /// Rows read per query, per table (default). A page of events is a few MB.
@@ -78,10 +79,12 @@ const REFUSED_WALLET: &str = "refused: wallet has event-level findings";
 const REFUSED_TOO_WIDE: &str =
     "refused: too many wallets drifted for scoped repair; rebuild the whole projection";
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ReconcileOptions {
     /// Rebuild the wallets that only drifted, then check them again.
     pub repair: bool,
+    /// The anchor file the log is checked against besides the database's anchors.
+    pub anchor_file: Option<std::path::PathBuf>,
     /// Rows per query per table, 1 to `PAGE_ROWS_MAX` (tests use tiny pages so that
     /// every wallet crosses page boundaries).
     pub page_rows: i64,
@@ -91,6 +94,7 @@ impl Default for ReconcileOptions {
     fn default() -> Self {
         ReconcileOptions {
             repair: false,
+            anchor_file: None,
             page_rows: PAGE_ROWS,
         }
     }
@@ -156,6 +160,9 @@ pub enum FindingKind {
     /// or released without a freeze), or a wallet's withdrawals do not account for
     /// its frozen bucket.
     WithdrawalFrozenMismatch,
+    /// The log itself was altered: positions deleted, the tail truncated, or an
+    /// anchored event replaced (see `reconcile::log`). Blocks every repair.
+    LogIntegrity,
 }
 
 impl FindingKind {
@@ -178,7 +185,8 @@ impl FindingKind {
             | CommissionEventInvalid
             | CommissionPendingMismatch
             | CommissionReleaseMismatch
-            | WithdrawalFrozenMismatch => FindingClass::Event,
+            | WithdrawalFrozenMismatch
+            | LogIntegrity => FindingClass::Event,
         }
     }
 }
@@ -299,6 +307,9 @@ pub struct ProjectionChecked {
 pub enum ReconcileError {
     #[error("reconciliation database: {0}")]
     Database(#[from] sqlx::Error),
+    /// The log check before the replay could not read the log or its anchors.
+    #[error("reconciliation log check: {0}")]
+    Log(String),
     /// A row could not be read at all (a column of the wrong type, not UTF-8).
     #[error("{table} row after {after}: {source}")]
     Row {
@@ -381,7 +392,7 @@ struct EventRow {
 
 const EVENT_COLUMNS: &str = "global_position, aggregate_id, sequence, event_type, \
      event_version, event_id, payload, metadata, correlation_id, actor, hash, recorded_at, \
-     ledger_ref_type, ledger_ref_id, ledger_entry_type";
+     ledger_ref_type, ledger_ref_id, ledger_entry_type, hash_key";
 
 fn event_row(r: &dyn Cols) -> Result<EventRow, sqlx::Error> {
     let event_version = i32::try_from(r.int(4)?).map_err(|e| sqlx::Error::ColumnDecode {
@@ -410,6 +421,7 @@ fn event_row(r: &dyn Cols) -> Result<EventRow, sqlx::Error> {
             correlation_id: r.text(8)?,
             actor: r.text(9)?,
             hash: r.text(10)?,
+            hash_key: r.text(15)?,
             recorded_at: r.time(11)?,
         },
         ledger_ref,
@@ -1061,6 +1073,8 @@ fn event_ref(e: &StoredEvent) -> EventRef {
 /// exactly and kept up to `room`.
 struct WalletReplay {
     wallet_id: String,
+    /// The keys the hash chain is checked with.
+    keyring: std::sync::Arc<crate::store::Keyring>,
     next_sequence: i64,
     prev_hash: String,
     opened: bool,
@@ -1077,9 +1091,10 @@ struct WalletReplay {
 }
 
 impl WalletReplay {
-    fn new(wallet_id: String, room: usize) -> Self {
+    fn new(wallet_id: String, room: usize, keyring: std::sync::Arc<crate::store::Keyring>) -> Self {
         WalletReplay {
             wallet_id,
+            keyring,
             next_sequence: 1,
             prev_hash: GENESIS_HASH.to_owned(),
             opened: false,
@@ -1133,14 +1148,19 @@ impl WalletReplay {
             self.found(f.values(Some(self.next_sequence.into()), Some(e.sequence.into())));
         }
         self.next_sequence = e.sequence + 1;
-        let expected_hash = e.recompute_hash(&self.prev_hash);
-        if expected_hash != e.hash {
-            let f = self.event_finding(
-                HashChainBroken,
-                &at,
-                "stored hash does not match the event's content and its predecessor".into(),
-            );
-            self.found(f.values(Some(expected_hash.into()), Some(e.hash.clone().into())));
+        let expected_hash = e.recompute_hash(&self.keyring, &self.prev_hash);
+        if expected_hash.as_deref() != Some(e.hash.as_str()) {
+            let detail = match &expected_hash {
+                Some(_) => {
+                    "stored hash does not match the event's content and its predecessor".to_owned()
+                }
+                None => format!(
+                    "sealed with chain key {:?}, which the integrity key file does not hold",
+                    e.hash_key
+                ),
+            };
+            let f = self.event_finding(HashChainBroken, &at, detail);
+            self.found(f.values(expected_hash.map(Into::into), Some(e.hash.clone().into())));
         }
         // Go on from the stored hash: a tampered event breaks its own link only.
         self.prev_hash = e.hash.clone();
@@ -1514,8 +1534,9 @@ impl WalletReplay {
 }
 
 /// What one pass (a snapshot over every wallet, or over a few) found.
-#[derive(Default)]
 struct Pass {
+    /// The keys hash chains are checked with.
+    keyring: std::sync::Arc<crate::store::Keyring>,
     up_to_position: i64,
     events_checked: u64,
     wallets_checked: u64,
@@ -1534,6 +1555,24 @@ struct Pass {
 }
 
 impl Pass {
+    fn new(keyring: std::sync::Arc<crate::store::Keyring>, up_to_position: i64) -> Pass {
+        Pass {
+            keyring,
+            up_to_position,
+            events_checked: 0,
+            wallets_checked: 0,
+            counts: Counts::default(),
+            findings: Vec::new(),
+            truncated: false,
+            drifted: Vec::new(),
+            commissions_checked: 0,
+            commissions_up_to_position: 0,
+            withdrawals_checked: 0,
+            projections_checked: Vec::new(),
+            drifted_projections: Vec::new(),
+        }
+    }
+
     /// Take a finished wallet's findings: decide what a repair may do with them.
     fn take(&mut self, w: WalletReplay) {
         self.events_checked += w.events_checked;
@@ -1572,7 +1611,7 @@ async fn check_wallets(pages: &mut Pages<'_>, pass: &mut Pass) -> Result<(), Rec
             return Ok(());
         };
         let room = FINDINGS_STORED_MAX.saturating_sub(pass.findings.len());
-        let mut w = WalletReplay::new(wallet_id.clone(), room);
+        let mut w = WalletReplay::new(wallet_id.clone(), room, pass.keyring.clone());
         // Events and ledger rows, merged by sequence: each event's row is compared
         // when the event is replayed, rows no event accounts for are extra.
         loop {
@@ -1626,12 +1665,14 @@ async fn check_wallets(pages: &mut Pages<'_>, pass: &mut Pass) -> Result<(), Rec
 }
 
 /// Every wallet, at one consistent cut.
-async fn check_all(db: &ProjectionDb, page_rows: i64) -> Result<Pass, ReconcileError> {
+async fn check_all(
+    db: &ProjectionDb,
+    keyring: std::sync::Arc<crate::store::Keyring>,
+    page_rows: i64,
+) -> Result<Pass, ReconcileError> {
     let mut snap = Snapshot::open(db).await?;
-    let mut pass = Pass {
-        up_to_position: snap.checkpoint().await?,
-        ..Pass::default()
-    };
+    let up_to_position = snap.checkpoint().await?;
+    let mut pass = Pass::new(keyring, up_to_position);
     let mut pages = Pages::new(&mut snap, None, pass.up_to_position, page_rows);
     check_wallets(&mut pages, &mut pass).await?;
     // Same snapshot, same cut: commissions against wallets, and each affiliate
@@ -1649,14 +1690,13 @@ async fn check_all(db: &ProjectionDb, page_rows: i64) -> Result<Pass, ReconcileE
 /// A few wallets, each read by its own keyset queries, all in one fresh snapshot.
 async fn check_some(
     db: &ProjectionDb,
+    keyring: std::sync::Arc<crate::store::Keyring>,
     wallets: &[String],
     page_rows: i64,
 ) -> Result<Pass, ReconcileError> {
     let mut snap = Snapshot::open(db).await?;
-    let mut pass = Pass {
-        up_to_position: snap.checkpoint().await?,
-        ..Pass::default()
-    };
+    let up_to_position = snap.checkpoint().await?;
+    let mut pass = Pass::new(keyring, up_to_position);
     for w in wallets {
         let mut pages = Pages::new(&mut snap, Some(w), pass.up_to_position, page_rows);
         check_wallets(&mut pages, &mut pass).await?;
@@ -1674,7 +1714,30 @@ pub async fn reconcile(
     options: ReconcileOptions,
 ) -> Result<Report, ReconcileError> {
     let started = std::time::Instant::now();
-    let pass = check_all(db, options.page_rows).await?;
+    let mut pass = check_all(db, store.keyring().clone(), options.page_rows).await?;
+    let log_findings = log::check_log(
+        store,
+        db,
+        options.anchor_file.as_deref(),
+        pass.up_to_position,
+    )
+    .await?;
+    let log_broken = !log_findings.is_empty();
+    if log_broken {
+        pass.counts.event += log_findings.len() as u64;
+        for f in &mut pass.findings {
+            if f.class == FindingClass::ProjectionDrift {
+                f.repair = log::REFUSED_LOG.to_owned();
+            }
+        }
+        let room = FINDINGS_STORED_MAX.saturating_sub(log_findings.len());
+        pass.truncated |= pass.findings.len() > room;
+        pass.findings.truncate(room);
+        pass.findings.splice(0..0, log_findings);
+        pass.drifted.clear();
+        pass.drifted_projections.clear();
+        tracing::error!("reconciliation: the event log failed its integrity check; no repair runs");
+    }
     let mut report = Report {
         up_to_position: pass.up_to_position,
         repair: options.repair,
@@ -1691,7 +1754,7 @@ pub async fn reconcile(
         findings: pass.findings,
         repair_outcome: None,
     };
-    if options.repair {
+    if options.repair && !log_broken {
         repair(store, db, &pass.drifted, options.page_rows, &mut report).await?;
         affiliate::repair(
             store,
@@ -1740,7 +1803,7 @@ async fn repair(
         }
     }
     let wallets: Vec<String> = drifted.iter().map(|(w, _)| w.clone()).collect();
-    let recheck = check_some(db, &wallets, page_rows).await?;
+    let recheck = check_some(db, store.keyring().clone(), &wallets, page_rows).await?;
     let still: BTreeSet<(&str, &str, &str)> = recheck
         .findings
         .iter()
@@ -1883,9 +1946,11 @@ pub async fn finish_run(
     store: &DynStore,
     db: &ProjectionDb,
     run: Run,
+    anchor_file: Option<std::path::PathBuf>,
 ) -> Result<Run, ReconcileError> {
     let options = ReconcileOptions {
         repair: run.repair,
+        anchor_file,
         ..ReconcileOptions::default()
     };
     // Renew the heartbeat while the replay works (it holds one snapshot on its own
@@ -2031,6 +2096,13 @@ mod tests {
     use factledger_aggregates::wallet::EntryType;
     use serde_json::json;
 
+    fn test_keyring() -> std::sync::Arc<crate::store::Keyring> {
+        static RING: std::sync::OnceLock<std::sync::Arc<crate::store::Keyring>> =
+            std::sync::OnceLock::new();
+        RING.get_or_init(|| std::sync::Arc::new(crate::store::Keyring::generate()))
+            .clone()
+    }
+
     fn stored(sequence: i64, prev: &str, payload: Value) -> (EventRow, String) {
         let event_type = payload["type"].as_str().unwrap_or("?").to_owned();
         let mut e = StoredEvent {
@@ -2046,11 +2118,12 @@ mod tests {
             correlation_id: "c".into(),
             actor: "a".into(),
             hash: String::new(),
+            hash_key: test_keyring().active().id.clone(),
             recorded_at: DateTime::parse_from_rfc3339("2026-12-02T12:00:00Z")
                 .unwrap()
                 .with_timezone(&Utc),
         };
-        e.hash = e.recompute_hash(prev);
+        e.hash = e.recompute_hash(&test_keyring(), prev).unwrap();
         let ledger_ref = payload.get("ref_id").map(|id| {
             (
                 payload["ref_type"].as_str().unwrap().to_owned(),
@@ -2081,7 +2154,7 @@ mod tests {
 
     /// Replay `payloads` as a chained stream; the kinds of event findings, in order.
     fn kinds(payloads: Vec<Value>) -> Vec<FindingKind> {
-        let mut w = WalletReplay::new("w-1".into(), 100);
+        let mut w = WalletReplay::new("w-1".into(), 100, test_keyring());
         let mut prev = GENESIS_HASH.to_owned();
         for (i, p) in payloads.into_iter().enumerate() {
             let (row, hash) = stored(i as i64 + 1, &prev, p);
@@ -2097,7 +2170,7 @@ mod tests {
 
     #[test]
     fn a_sound_stream_has_no_findings_and_projects_its_rows() {
-        let mut w = WalletReplay::new("w-1".into(), 100);
+        let mut w = WalletReplay::new("w-1".into(), 100, test_keyring());
         let (o, h1) = stored(1, GENESIS_HASH, open());
         let (c, _) = stored(2, &h1, credit("c-1", 500, b(0, 0), b(500, 0), b(500, 0)));
         assert_eq!(w.event(&o), ExpectedLedger::Nothing);
@@ -2148,7 +2221,7 @@ mod tests {
         let (mut c, h2) = stored(2, &h1, credit("c-1", 500, b(0, 0), b(500, 0), b(500, 0)));
         let (r, _) = stored(3, &h2, credit("c-2", 1, b(500, 0), b(1, 0), b(501, 0)));
         c.event.actor = "someone else".into();
-        let mut w = WalletReplay::new("w-1".into(), 100);
+        let mut w = WalletReplay::new("w-1".into(), 100, test_keyring());
         for e in [&o, &c, &r] {
             w.event(e);
         }
@@ -2168,7 +2241,7 @@ mod tests {
             "c-OTHER".into(),
             "CREDIT_PENDING".into(),
         ));
-        let mut w = WalletReplay::new("w-1".into(), 100);
+        let mut w = WalletReplay::new("w-1".into(), 100, test_keyring());
         w.event(&o);
         w.event(&c);
         let found: Vec<_> = w.kept.iter().map(|f| f.kind).collect();
@@ -2200,7 +2273,7 @@ mod tests {
 
     #[test]
     fn counts_stay_exact_when_findings_are_not_kept() {
-        let mut w = WalletReplay::new("w-1".into(), 1);
+        let mut w = WalletReplay::new("w-1".into(), 1, test_keyring());
         w.balance(Some(BalanceRecord {
             wallet_id: "w-1".into(),
             user_id: "u".into(),
@@ -2227,7 +2300,7 @@ mod tests {
         );
         assert_eq!(w.counts.projection_drift, 2);
         assert_eq!(w.kept.len(), 1);
-        let mut pass = Pass::default();
+        let mut pass = Pass::new(test_keyring(), 0);
         pass.take(w);
         assert!(pass.truncated);
         assert_eq!(pass.counts.projection_drift, 2);

@@ -38,6 +38,16 @@ pub struct Background {
     pub cron: crate::jobs::cron::Scheduler,
     _cron: crate::jobs::cron::Running,
     _outbox: crate::outbox::Running,
+    _anchors: Option<AbortOnDrop>,
+}
+
+/// A background task that stops with its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Settings of `serve` beyond the database and country.
@@ -85,6 +95,14 @@ pub struct ServeOptions {
     /// When the `commission_settlement` schedule fires (R-COM-2; default every 5
     /// minutes). The job kind is registered either way, so a round can be run by hand.
     pub settlement_cron: SettlementCron,
+    /// The append-only file signed chain anchors are written to (besides the
+    /// database and the outbox); `None`: none.
+    pub anchor_file: Option<std::path::PathBuf>,
+    /// Sign an anchor this often when the log moved; `None`: only on demand.
+    pub anchor_every: Option<std::time::Duration>,
+    /// The integrity key file; `None`: the environment's or the default one (see
+    /// `store::open`).
+    pub integrity_keys: Option<std::path::PathBuf>,
 }
 
 /// When settlement fires (`serve --settlement-every`).
@@ -313,7 +331,12 @@ pub async fn start_with(
     mut options: ServeOptions,
 ) -> anyhow::Result<Started> {
     let metrics = metrics_handle();
-    let db = crate::store::open(database_url).await?;
+    let db = match &options.integrity_keys {
+        Some(path) => {
+            crate::store::open_with(database_url, crate::store::load_keyring(path)?).await?
+        }
+        None => crate::store::open(database_url).await?,
+    };
     let admin_key = crate::auth::bootstrap_admin(&db.keys, key_dir).await?;
     let jobs = job_engine(&db, country_code, &mut options).await?;
     let cron = cron_scheduler(&jobs, &options)?;
@@ -324,6 +347,16 @@ pub async fn start_with(
         _cron: cron.start(),
         cron,
         _outbox: crate::outbox::spawn(db.db.clone(), sinks, options.outbox_relay.clone()),
+        _anchors: options.anchor_every.map(|every| {
+            AbortOnDrop(crate::store::integrity::anchor::spawn_periodic(
+                db.store.clone(),
+                db.db.clone(),
+                crate::store::integrity::AnchorSinks {
+                    file: options.anchor_file.clone(),
+                },
+                every,
+            ))
+        }),
     });
     let stall_alerts = crate::projection::StallAlerts {
         context: jobs.config().alerts.clone(),
@@ -370,6 +403,7 @@ pub async fn start_with(
         keys: db.keys,
         config: Arc::new(ServiceConfig {
             country_code: country_code.to_owned(),
+            anchor_file: options.anchor_file.clone(),
         }),
         metrics,
         jobs,

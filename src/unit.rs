@@ -488,8 +488,16 @@ impl UnitBuilder {
         if !self.parts.iter().any(same) && self.parts.len() >= UNIT_STREAMS_MAX {
             return Err(UnitError::TooManyStreams);
         }
-        let sealed = seal_decided(loaded, aggregate_id, events, &self.metadata, &mut self.refs)
-            .map_err(UnitError::from_bus)?;
+        let key = self.store.keyring().active().clone();
+        let sealed = seal_decided(
+            &key,
+            loaded,
+            aggregate_id,
+            events,
+            &self.metadata,
+            &mut self.refs,
+        )
+        .map_err(UnitError::from_bus)?;
         self.outbox.extend(sealed.outbox);
         match self.parts.iter_mut().find(|p| same(p)) {
             // The same stream again: its events continue the chain of the first part.

@@ -784,6 +784,7 @@ async fn reconcile_now(db: &TestDb, repair: bool) -> factledger::reconcile::Repo
             repair,
             // Tiny pages: every stream crosses page boundaries.
             page_rows: 2,
+            anchor_file: None,
         },
     )
     .await

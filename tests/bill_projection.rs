@@ -65,6 +65,7 @@ impl<'a> Facts<'a> {
             .expect("stream head");
         let event_type = payload["type"].as_str().expect("tagged payload").to_owned();
         let sealed = SealedEvent::seal(
+            store.keyring().active(),
             &hash,
             aggregate_type,
             stream,

@@ -280,6 +280,7 @@ both_backends!(
         // rows with it.
         let (version, hash) = db.store.stream_head("wallet", "w-1").await.unwrap();
         let sealed = factledger::store::SealedEvent::seal(
+            db.store.keyring().active(),
             &hash,
             "wallet",
             "w-1",

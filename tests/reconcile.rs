@@ -365,6 +365,7 @@ both_backends!(
         let repair = ReconcileOptions {
             repair: true,
             page_rows: 3,
+            anchor_file: None,
         };
         let repaired = reconcile::reconcile(&db.store, &p, repair).await.unwrap();
         assert_eq!(found(&repaired), everything);
@@ -763,6 +764,7 @@ both_backends!(
             let options = ReconcileOptions {
                 page_rows,
                 repair: true,
+                anchor_file: None,
             };
             let report = reconcile::reconcile(&db.store, &p, options).await.unwrap();
             assert_eq!(report.withdrawals_checked, 3, "wd-1, wd-2, wd-9");

@@ -43,6 +43,7 @@ fn seal(
     for (i, (event_type, event_version, payload)) in events.into_iter().enumerate() {
         let sequence = expected_version + 1 + i as i64;
         let event = SealedEvent::seal(
+            &common::chain_key(),
             &prev,
             aggregate_type,
             aggregate_id,
@@ -580,7 +581,10 @@ both_backends!(
         let one = store::verify(&*store, Some((T, "b"))).await.unwrap();
         assert_eq!(one.first_broken, Some(broken));
         assert_eq!(one.streams_checked, 1);
-        assert_eq!(one.events_checked, 4);
+        // Verification goes on past a broken link: b's 6th event is named too.
+        assert_eq!(one.events_checked, 6);
+        let named: Vec<i64> = all.findings.iter().map(|f| f.global_position).collect();
+        assert_eq!(named, vec![target.global_position, b[5].global_position]);
         for id in ["a", "c"] {
             let r = store::verify(&*store, Some((T, id))).await.unwrap();
             assert_eq!(r.first_broken, None, "{id}");
@@ -709,8 +713,9 @@ both_backends!(
         let sql = format!(
             "INSERT INTO events (global_position, aggregate_type, aggregate_id, sequence, \
          event_type, event_version, event_id, payload, metadata, correlation_id, actor, hash, \
-         recorded_at) VALUES ({position}, 'wallet', {}, 2, 'PendingCredited', 1, {}, {}, {}, {}, \
-         {}, {}, {}); UPDATE event_sequence SET last_position = {position} WHERE id = 1",
+         hash_key, recorded_at) VALUES ({position}, 'wallet', {}, 2, 'PendingCredited', 1, {}, \
+         {}, {}, {}, {}, {}, {}, {}); UPDATE event_sequence SET last_position = {position} \
+         WHERE id = 1",
             sql_str(id),
             sql_str(&e.event_id.to_string()),
             sql_str(&e.payload),
@@ -718,6 +723,7 @@ both_backends!(
             sql_str(&e.correlation_id),
             sql_str(&e.actor),
             sql_str(&e.hash),
+            sql_str(&e.hash_key),
             sql_time(db.backend, &e.recorded_at),
         );
         store.execute_raw(&sql).await.unwrap();

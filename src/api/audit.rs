@@ -4,7 +4,7 @@
 
 use super::wallets::parse_id;
 use super::{AppState, Caller, Problem, ProblemBody};
-use crate::store::{self, EventFilter, EventView, VerifyReport, READ_LIMIT_MAX};
+use crate::store::{self, integrity, EventFilter, EventView, VerifyReport, READ_LIMIT_MAX};
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::Json;
@@ -226,7 +226,9 @@ pub struct VerifyRequest {
     stream: Option<String>,
 }
 
-/// Verify hash chains (one stream or all), reporting the first broken link.
+/// Verify the log: one stream's hash chain, or (no stream) every chain, the positions
+/// against the sequence row and every signed anchor known (the anchor file's and the
+/// database's). The report names the first bad position and its kind.
 #[utoipa::path(
     post,
     path = "/v1/audit/verify",
@@ -257,10 +259,98 @@ pub async fn verify(
         }
         None => None,
     };
-    let report = store::verify(
-        &*state.store,
-        target.as_ref().map(|(t, id)| (t.as_str(), id.as_str())),
-    )
-    .await?;
+    let report = match &target {
+        Some((t, id)) => store::verify(&*state.store, Some((t.as_str(), id.as_str()))).await?,
+        None => integrity::verify_log(
+            &state.store,
+            state.jobs.db(),
+            state.config.anchor_file.as_deref(),
+        )
+        .await
+        .map_err(|e| Problem::internal(format!("verify failed: {e}")))?,
+    };
+    if !report.ok {
+        tracing::error!(
+            first = ?report.first,
+            findings = report.findings_count,
+            "integrity verification found tampering"
+        );
+    }
     Ok(Json(report))
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AnchorList {
+    pub anchors: Vec<integrity::Anchor>,
+    /// The hex Ed25519 public key the anchors verify with (pin it outside the service).
+    pub public_key: String,
+}
+
+/// Every signed chain anchor stored in the database, oldest first.
+#[utoipa::path(
+    get,
+    path = "/v1/audit/anchors",
+    responses((status = 200, body = AnchorList)),
+    security(("bearer" = []))
+)]
+pub async fn list_anchors(
+    State(state): State<AppState>,
+    _caller: Caller,
+) -> Result<Json<AnchorList>, Problem> {
+    let anchors = integrity::anchor::stored(state.jobs.db())
+        .await
+        .map_err(|e| Problem::internal(format!("anchor read failed: {e}")))?;
+    Ok(Json(AnchorList {
+        anchors,
+        public_key: state.store.keyring().public_key_hex(),
+    }))
+}
+
+/// Sign an anchor at the log's head now (operators and admins): stored, published to
+/// the outbox and appended to the anchor file. Refused (409 `LOG_INTEGRITY`) when the
+/// log has a hole or the newest anchor does not verify.
+#[utoipa::path(
+    post,
+    path = "/v1/audit/anchors",
+    responses(
+        (status = 201, body = integrity::Anchor),
+        (status = 403, body = ProblemBody),
+        (status = 409, body = ProblemBody)
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create_anchor(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<(axum::http::StatusCode, Json<integrity::Anchor>), Problem> {
+    use crate::auth::Role;
+    if !matches!(caller.principal.role, Role::Admin | Role::Operator) {
+        return Err(Problem::forbidden(&format!(
+            "role {} may not sign anchors: operator or admin only",
+            caller.principal.role
+        )));
+    }
+    let sinks = integrity::AnchorSinks {
+        file: state.config.anchor_file.clone(),
+    };
+    let made = integrity::anchor::create(
+        &state.store,
+        state.jobs.db(),
+        &sinks,
+        &caller.principal.actor(),
+        false,
+    )
+    .await;
+    match made {
+        Ok(Some(a)) => Ok((axum::http::StatusCode::CREATED, Json(a))),
+        Ok(None) => Err(Problem::internal("anchor not made")),
+        Err(e @ (integrity::AnchorError::Integrity(_) | integrity::AnchorError::Raced(_))) => {
+            Err(Problem::new(
+                axum::http::StatusCode::CONFLICT,
+                "LOG_INTEGRITY",
+                e.to_string(),
+            ))
+        }
+        Err(e) => Err(Problem::internal(format!("anchor failed: {e}"))),
+    }
 }

@@ -46,6 +46,8 @@ pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub struct ServiceConfig {
     /// ISO 3166 country (data centre) recorded on every event (R-INV-11).
     pub country_code: String,
+    /// The anchor file verify compares the log with and new anchors are appended to.
+    pub anchor_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone)]
@@ -168,6 +170,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/audit/events", get(audit::events))
         .route("/v1/audit/verify", post(audit::verify))
+        .route(
+            "/v1/audit/anchors",
+            get(audit::list_anchors).post(audit::create_anchor),
+        )
         .route(
             "/v1/streams/{aggregate_type}/{aggregate_id}/state",
             get(audit::state_as_of),

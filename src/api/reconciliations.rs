@@ -74,9 +74,10 @@ pub async fn start(
     };
     let run = reconcile::start_run(&state.projections, options, &caller.principal.actor()).await?;
     let (store, db, started) = (state.store.clone(), state.projections.clone(), run.clone());
+    let anchor_file = state.config.anchor_file.clone();
     tokio::spawn(async move {
         let id = started.id.clone();
-        if let Err(e) = reconcile::finish_run(&store, &db, started).await {
+        if let Err(e) = reconcile::finish_run(&store, &db, started, anchor_file).await {
             tracing::error!(reconciliation = %id, error = %e, "reconciliation outcome not recorded");
         }
     });

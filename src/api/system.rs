@@ -46,6 +46,8 @@ use utoipa::OpenApi;
         super::audit::events,
         super::audit::state_as_of,
         super::audit::verify,
+        super::audit::list_anchors,
+        super::audit::create_anchor,
         super::reconciliations::start,
         super::reconciliations::get,
         super::reconciliations::report_html,

@@ -478,7 +478,7 @@ pub(super) async fn repair(
         };
         let rebuilt = crate::projector::rebuild_full(store, db, projector.as_ref()).await;
         let mut snap = Snapshot::open(db).await?;
-        let mut recheck = Pass::default();
+        let mut recheck = Pass::new(store.keyring().clone(), 0);
         check_projection(&mut snap, &mut recheck, projector.as_ref(), page_rows).await?;
         snap.close().await?;
         let still: BTreeSet<(String, String)> = recheck

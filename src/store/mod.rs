@@ -7,6 +7,7 @@
 //! the trait only.
 
 pub mod hash;
+pub mod integrity;
 pub mod mysql;
 pub mod sqlite;
 
@@ -16,7 +17,8 @@ use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
 
-pub use hash::{event_hash, Hashed, GENESIS_HASH};
+pub use hash::{ChainKey, Hashed, GENESIS_HASH, LEGACY_KEY_ID};
+pub use integrity::Keyring;
 
 /// Longest page any read returns; callers ask for less.
 pub const READ_LIMIT_MAX: i64 = 1_000;
@@ -50,6 +52,8 @@ pub struct SealedEvent {
     pub metadata: String,
     pub recorded_at: DateTime<Utc>,
     pub hash: String,
+    /// The id of the chain key `hash` was made with (stored as `hash_key`).
+    pub hash_key: String,
     /// Copied out of the metadata into indexed columns for audit queries.
     pub correlation_id: String,
     pub actor: String,
@@ -248,6 +252,8 @@ pub struct StoredEvent {
     pub correlation_id: String,
     pub actor: String,
     pub hash: String,
+    /// The id of the chain key the hash was made with ('' for legacy SHA-256 rows).
+    pub hash_key: String,
     pub recorded_at: DateTime<Utc>,
 }
 
@@ -303,9 +309,10 @@ pub fn time_text_ago(ms: i64) -> String {
 
 impl SealedEvent {
     /// Seal one event of a stream: metadata as stored, and the hash chained to
-    /// `prev_hash`. `recorded_at` must already be truncated to microseconds.
+    /// `prev_hash` under `key`. `recorded_at` must already be truncated to microseconds.
     #[allow(clippy::too_many_arguments)]
     pub fn seal(
+        key: &ChainKey,
         prev_hash: &str,
         aggregate_type: &str,
         aggregate_id: &str,
@@ -319,7 +326,7 @@ impl SealedEvent {
     ) -> SealedEvent {
         let metadata = stored_metadata(m);
         let id = event_id.to_string();
-        let hash = event_hash(&Hashed {
+        let hash = key.hash(&Hashed {
             prev_hash,
             aggregate_type,
             aggregate_id,
@@ -342,6 +349,7 @@ impl SealedEvent {
             metadata,
             recorded_at,
             hash,
+            hash_key: key.id.clone(),
             correlation_id: m.correlation_id.clone(),
             actor: m.actor.clone(),
         }
@@ -363,22 +371,26 @@ impl StoredEvent {
         .map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
-    /// Recompute this event's hash given its predecessor's.
-    pub fn recompute_hash(&self, prev_hash: &str) -> String {
-        event_hash(&Hashed {
-            prev_hash,
-            aggregate_type: &self.aggregate_type,
-            aggregate_id: &self.aggregate_id,
-            sequence: self.sequence,
-            event_type: &self.event_type,
-            event_version: self.event_version,
-            event_id: &self.event_id,
-            correlation_id: &self.correlation_id,
-            actor: &self.actor,
-            recorded_at: &time_text(&self.recorded_at),
-            payload: &self.payload,
-            metadata: &self.metadata,
-        })
+    /// Recompute this event's hash given its predecessor's, under the key its row
+    /// names; `None` when the keyring does not hold that key.
+    pub fn recompute_hash(&self, keyring: &Keyring, prev_hash: &str) -> Option<String> {
+        keyring.hash_with(
+            &self.hash_key,
+            &Hashed {
+                prev_hash,
+                aggregate_type: &self.aggregate_type,
+                aggregate_id: &self.aggregate_id,
+                sequence: self.sequence,
+                event_type: &self.event_type,
+                event_version: self.event_version,
+                event_id: &self.event_id,
+                correlation_id: &self.correlation_id,
+                actor: &self.actor,
+                recorded_at: &time_text(&self.recorded_at),
+                payload: &self.payload,
+                metadata: &self.metadata,
+            },
+        )
     }
 }
 
@@ -466,11 +478,32 @@ pub struct BrokenLink {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+/// What `verify` found (see `integrity::verify`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct VerifyReport {
+    /// No finding at all.
+    pub ok: bool,
     pub streams_checked: u64,
     pub events_checked: u64,
+    /// The first broken link in stream order (the per-stream chains).
     pub first_broken: Option<BrokenLink>,
+    /// The finding at the lowest position, with its kind.
+    pub first: Option<integrity::IntegrityFinding>,
+    /// Every finding, by position (at most `integrity::verify::FINDINGS_MAX`).
+    pub findings: Vec<integrity::IntegrityFinding>,
+    /// How many findings there are (exact).
+    pub findings_count: u64,
+    /// The `event_sequence` row: the last position handed out.
+    pub head_position: i64,
+    /// The highest position found walking the log.
+    pub highest_position: i64,
+    /// Rows sealed before chains were keyed (plain SHA-256).
+    pub legacy_events: u64,
+    /// Signed anchors the log was compared with.
+    pub anchors_checked: u64,
+    pub latest_anchor: Option<integrity::Anchor>,
+    /// The anchor file read, when there was one.
+    pub anchor_file: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -514,6 +547,9 @@ pub enum StoreError {
 pub trait EventStore: Send + Sync + 'static {
     /// `"mysql"` or `"sqlite"`.
     fn backend(&self) -> &'static str;
+
+    /// The integrity keys events are sealed with and verified against.
+    fn keyring(&self) -> &Arc<Keyring>;
 
     /// Append several units in ONE transaction: all of them or none (group commit).
     /// Each unit's positions are contiguous and in unit order.
@@ -610,6 +646,11 @@ pub trait EventStore: Send + Sync + 'static {
     /// The highest global position committed so far.
     async fn head_position(&self) -> Result<i64, StoreError>;
 
+    /// How many rows have a position up to `up_to`, and the highest of them (0 when
+    /// none): positions are dense, so `count < up_to` means rows were deleted. One
+    /// index scan, no payloads (reconciliation asks before every repair).
+    async fn count_positions(&self, up_to: i64) -> Result<(i64, i64), StoreError>;
+
     /// Raw SQL access for tests and operators (e.g. planting tamper cases).
     async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError>;
 }
@@ -631,111 +672,83 @@ pub struct Database {
     pub db: crate::db::Db,
 }
 
-/// Open a database URL, run migrations, and hand out its parts.
+/// Open a database URL with the integrity key file named by the environment (or the
+/// default one in the working directory, created on first use): see [`open_with`].
 pub async fn open(url: &str) -> anyhow::Result<Database> {
-    if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+    let cwd = std::env::current_dir()?;
+    let keyring = load_keyring(&Keyring::path_in(&cwd))?;
+    open_with(url, keyring).await
+}
+
+/// Load the integrity key file, creating it (mode 0600) when it does not exist yet.
+pub fn load_keyring(path: &std::path::Path) -> anyhow::Result<Arc<Keyring>> {
+    let (keyring, created) = Keyring::load_or_create(path)?;
+    if created {
+        tracing::warn!(
+            path = %path.display(),
+            "created the integrity key file: back it up and keep it off the database host"
+        );
+    }
+    Ok(Arc::new(keyring))
+}
+
+/// Open a database URL, run migrations, and hand out its parts. Refuses a log whose
+/// newest event was sealed with a chain key `keyring` does not hold: the key file is
+/// the wrong one (or was lost), and sealing on would fork the evidence.
+pub async fn open_with(url: &str, keyring: Arc<Keyring>) -> anyhow::Result<Database> {
+    let database = if url.starts_with("mysql://") || url.starts_with("mariadb://") {
         let url = url.replacen("mariadb://", "mysql://", 1);
-        let s = mysql::MysqlStore::connect(&url).await?;
+        let s = mysql::MysqlStore::connect(&url, keyring).await?;
         let keys = crate::auth::KeyStore::Mysql(s.pool().clone());
         let projections = crate::projection::ProjectionDb::Mysql(s.pool().clone());
         let db = crate::db::Db::Mysql(s.pool().clone());
-        Ok(Database {
+        Database {
             store: Arc::new(s),
             keys,
             projections,
             db,
-        })
+        }
     } else if url.starts_with("sqlite:") {
-        let s = sqlite::SqliteStore::connect(url).await?;
+        let s = sqlite::SqliteStore::connect(url, keyring).await?;
         let keys = crate::auth::KeyStore::Sqlite(s.pool().clone());
         let projections = crate::projection::ProjectionDb::Sqlite(s.pool().clone());
         let db = crate::db::Db::Sqlite(s.pool().clone());
-        Ok(Database {
+        Database {
             store: Arc::new(s),
             keys,
             projections,
             db,
-        })
+        }
     } else {
         anyhow::bail!("database URL must start with mysql:// or sqlite:, got {url:?}")
-    }
+    };
+    check_newest_key(database.store.as_ref()).await?;
+    Ok(database)
 }
 
-/// Verify the hash chain of one stream or of every stream (R-ES-8), streaming in
-/// pages so memory stays bounded.
+async fn check_newest_key(store: &dyn EventStore) -> anyhow::Result<()> {
+    let head = store.head_position().await?;
+    let newest = store.read_positions(head, head).await?;
+    if let Some(e) = newest.first() {
+        let ring = store.keyring();
+        if e.hash_key != LEGACY_KEY_ID && !ring.chain_key_ids().contains(&e.hash_key) {
+            anyhow::bail!(
+                "the newest event (position {head}) was sealed with chain key {:?}, which \
+                 the integrity key file does not hold (it holds {:?}): point \
+                 FACTLEDGER_INTEGRITY_KEYS at this deployment's key file",
+                e.hash_key,
+                ring.chain_key_ids()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Verify one stream's chain, or every stream's and the whole log's without anchors
+/// (see [`integrity::verify_log`] for the check against anchors).
 pub async fn verify(
     store: &dyn EventStore,
     stream: Option<(&str, &str)>,
 ) -> Result<VerifyReport, StoreError> {
-    let mut report = VerifyReport {
-        streams_checked: 0,
-        events_checked: 0,
-        first_broken: None,
-    };
-    if let Some((t, id)) = stream {
-        report.first_broken = verify_stream(store, t, id, &mut report.events_checked).await?;
-        report.streams_checked = 1;
-        return Ok(report);
-    }
-    let mut after = None;
-    loop {
-        let page = store.list_streams(after.clone(), READ_LIMIT_MAX).await?;
-        let Some(last) = page.last().cloned() else {
-            return Ok(report);
-        };
-        for (t, id) in &page {
-            report.streams_checked += 1;
-            if let Some(b) = verify_stream(store, t, id, &mut report.events_checked).await? {
-                report.first_broken = Some(b);
-                return Ok(report);
-            }
-        }
-        after = Some(last);
-    }
-}
-
-async fn verify_stream(
-    store: &dyn EventStore,
-    aggregate_type: &str,
-    aggregate_id: &str,
-    events_checked: &mut u64,
-) -> Result<Option<BrokenLink>, StoreError> {
-    let mut prev = GENESIS_HASH.to_owned();
-    let mut next_sequence = 1;
-    loop {
-        let page = store
-            .read_stream(aggregate_type, aggregate_id, next_sequence, READ_LIMIT_MAX)
-            .await?;
-        if page.is_empty() {
-            return Ok(None);
-        }
-        for e in &page {
-            *events_checked += 1;
-            let expected = e.recompute_hash(&prev);
-            let reason = if e.sequence != next_sequence {
-                Some(format!(
-                    "sequence {} follows {}",
-                    e.sequence,
-                    next_sequence - 1
-                ))
-            } else if expected != e.hash {
-                Some("stored hash does not match the event's content and its predecessor".into())
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                return Ok(Some(BrokenLink {
-                    aggregate_type: aggregate_type.to_owned(),
-                    aggregate_id: aggregate_id.to_owned(),
-                    sequence: e.sequence,
-                    global_position: e.global_position,
-                    expected_hash: expected,
-                    stored_hash: e.hash.clone(),
-                    reason,
-                }));
-            }
-            prev = e.hash.clone();
-            next_sequence += 1;
-        }
-    }
+    integrity::verify_with(store, stream, &[]).await
 }

@@ -30,6 +30,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/mysql");
 
 pub struct MysqlStore {
     pool: MySqlPool,
+    keyring: std::sync::Arc<super::Keyring>,
 }
 
 /// What each statement of an append does, to map a failure back to its meaning.
@@ -51,7 +52,10 @@ enum Stmt {
 }
 
 impl MysqlStore {
-    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+    pub async fn connect(
+        url: &str,
+        keyring: std::sync::Arc<super::Keyring>,
+    ) -> anyhow::Result<Self> {
         let pool = MySqlPoolOptions::new()
             .max_connections(POOL_CONNECTIONS_MAX)
             .after_connect(|conn, _| {
@@ -85,7 +89,7 @@ impl MysqlStore {
             .connect(url)
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self { pool, keyring })
     }
 
     pub fn pool(&self) -> &MySqlPool {
@@ -308,7 +312,7 @@ impl MysqlStore {
                     };
                     let _ = write!(
                         sql,
-                        "(@fl_base + {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {ledger})",
+                        "(@fl_base + {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {ledger})",
                         offset + in_unit + 1,
                         lit(&s.aggregate_type),
                         lit(&s.aggregate_id),
@@ -321,6 +325,7 @@ impl MysqlStore {
                         lit(&e.correlation_id),
                         lit(&e.actor),
                         lit(&e.hash),
+                        lit(&e.hash_key),
                         time_lit(&e.recorded_at),
                     );
                     in_unit += 1;
@@ -502,7 +507,7 @@ pub(crate) fn jobs_insert(rows: &[&super::JobRow], fact_change: bool) -> String 
 
 const INSERT_EVENTS: &str = "INSERT INTO events (global_position, aggregate_type, aggregate_id, \
      sequence, event_type, event_version, event_id, payload, metadata, correlation_id, actor, hash, \
-     recorded_at, ledger_ref_type, ledger_ref_id, ledger_entry_type) VALUES ";
+     hash_key, recorded_at, ledger_ref_type, ledger_ref_id, ledger_entry_type) VALUES ";
 
 /// Guarded streams checked set-wise at most (each row IN list stays below MariaDB's
 /// default `in_predicate_conversion_threshold` of 1,000, so it is read as ranges);
@@ -681,7 +686,7 @@ fn db_err(e: sqlx::Error) -> StoreError {
 }
 
 const EVENT_COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequence, event_type, \
-     event_version, event_id, payload, metadata, correlation_id, actor, hash, recorded_at";
+     event_version, event_id, payload, metadata, correlation_id, actor, hash, hash_key, recorded_at";
 
 /// Text of a column. Columns with a `_bin` collation (ids must be case-sensitive)
 /// are reported with the binary flag, which sqlx will not decode as `String`; read
@@ -725,6 +730,7 @@ fn event_from_row(r: &MySqlRow) -> Result<StoredEvent, sqlx::Error> {
         correlation_id: text(r, "correlation_id")?,
         actor: text(r, "actor")?,
         hash: text(r, "hash")?,
+        hash_key: text(r, "hash_key")?,
         recorded_at: recorded.and_utc(),
     })
 }
@@ -798,6 +804,10 @@ where
 impl EventStore for MysqlStore {
     fn backend(&self) -> &'static str {
         "mysql"
+    }
+
+    fn keyring(&self) -> &std::sync::Arc<super::Keyring> {
+        &self.keyring
     }
 
     async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError> {
@@ -1132,6 +1142,21 @@ impl EventStore for MysqlStore {
             .fetch_one(&self.pool)
             .await
             .map_err(db_err)
+    }
+
+    async fn count_positions(&self, up_to: i64) -> Result<(i64, i64), StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*), COALESCE(MAX(global_position), 0) FROM events \
+             WHERE global_position <= ?",
+        )
+        .bind(up_to)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok((
+            row.try_get(0).map_err(db_err)?,
+            row.try_get(1).map_err(db_err)?,
+        ))
     }
 
     async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError> {

@@ -28,10 +28,14 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite")
 
 pub struct SqliteStore {
     pool: SqlitePool,
+    keyring: std::sync::Arc<super::Keyring>,
 }
 
 impl SqliteStore {
-    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+    pub async fn connect(
+        url: &str,
+        keyring: std::sync::Arc<super::Keyring>,
+    ) -> anyhow::Result<Self> {
         let opts = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -43,7 +47,7 @@ impl SqliteStore {
             .connect_with(opts)
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self { pool, keyring })
     }
 
     pub fn pool(&self) -> &SqlitePool {
@@ -138,9 +142,9 @@ impl SqliteStore {
                     sqlx::query(
                         "INSERT INTO events (global_position, aggregate_type, aggregate_id, \
                          sequence, event_type, event_version, event_id, payload, metadata, \
-                         correlation_id, actor, hash, recorded_at, ledger_ref_type, \
+                         correlation_id, actor, hash, hash_key, recorded_at, ledger_ref_type, \
                          ledger_ref_id, ledger_entry_type) \
-                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     )
                     .bind(next)
                     .bind(&s.aggregate_type)
@@ -154,6 +158,7 @@ impl SqliteStore {
                     .bind(&e.correlation_id)
                     .bind(&e.actor)
                     .bind(&e.hash)
+                    .bind(&e.hash_key)
                     .bind(time_text(&e.recorded_at))
                     .bind(ledger.map(|r| &r.ref_type))
                     .bind(ledger.map(|r| &r.ref_id))
@@ -283,15 +288,23 @@ fn db_err(e: sqlx::Error) -> StoreError {
     StoreError::Database(e.to_string())
 }
 
+/// The message of migration 0018's trigger for a ledger reference already taken.
+const LEDGER_REF_TAKEN: &str = "events are append-only: ledger reference taken";
+
 fn unique_or(e: sqlx::Error, f: impl FnOnce(String) -> StoreError) -> StoreError {
     match &e {
         sqlx::Error::Database(d) if d.is_unique_violation() => f(d.message().to_owned()),
+        // The trigger that closes INSERT OR REPLACE (migration 0018) answers a taken
+        // ledger reference before the unique index can.
+        sqlx::Error::Database(d) if d.message().contains(LEDGER_REF_TAKEN) => {
+            f(d.message().to_owned())
+        }
         _ => db_err(e),
     }
 }
 
 const EVENT_COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequence, event_type, \
-     event_version, event_id, payload, metadata, correlation_id, actor, hash, recorded_at";
+     event_version, event_id, payload, metadata, correlation_id, actor, hash, hash_key, recorded_at";
 
 fn event_from_row(r: &SqliteRow) -> Result<StoredEvent, StoreError> {
     let get = |e: sqlx::Error| db_err(e);
@@ -309,6 +322,7 @@ fn event_from_row(r: &SqliteRow) -> Result<StoredEvent, StoreError> {
         correlation_id: r.try_get("correlation_id").map_err(get)?,
         actor: r.try_get("actor").map_err(get)?,
         hash: r.try_get("hash").map_err(get)?,
+        hash_key: r.try_get("hash_key").map_err(get)?,
         recorded_at: parse_time(&recorded)?,
     })
 }
@@ -321,6 +335,10 @@ fn events_from_rows(rows: Vec<SqliteRow>) -> Result<Vec<StoredEvent>, StoreError
 impl EventStore for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn keyring(&self) -> &std::sync::Arc<super::Keyring> {
+        &self.keyring
     }
 
     async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError> {
@@ -543,6 +561,21 @@ impl EventStore for SqliteStore {
             .fetch_one(&self.pool)
             .await
             .map_err(db_err)
+    }
+
+    async fn count_positions(&self, up_to: i64) -> Result<(i64, i64), StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*), COALESCE(MAX(global_position), 0) FROM events \
+             WHERE global_position <= ?",
+        )
+        .bind(up_to)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok((
+            row.try_get(0).map_err(db_err)?,
+            row.try_get(1).map_err(db_err)?,
+        ))
     }
 
     async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError> {

@@ -9,6 +9,24 @@
 use factledger::store::{self, DynStore};
 use sqlx::Connection;
 
+/// The integrity key file every store and every `factledger` child process of the
+/// test binaries uses (through `FACTLEDGER_INTEGRITY_KEYS`), so that events sealed by
+/// one verify in another. Set once, before the first store is opened.
+pub fn integrity_keys_path() -> std::path::PathBuf {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    let path =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("factledger-test-integrity.keys");
+    INIT.call_once(|| std::env::set_var(store::integrity::keys::KEY_FILE_ENV, &path));
+    path
+}
+
+/// The chain key the test stores seal with (for tests that seal events by hand).
+pub fn chain_key() -> factledger::store::ChainKey {
+    let (ring, _) = factledger::store::Keyring::load_or_create(&integrity_keys_path())
+        .expect("test integrity key file");
+    ring.active().clone()
+}
+
 pub fn mysql_server_url() -> String {
     std::env::var("FACTLEDGER_TEST_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_owned())
@@ -30,6 +48,7 @@ pub struct TestDb {
 
 impl TestDb {
     pub async fn new(backend: Backend) -> TestDb {
+        integrity_keys_path();
         match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("temp dir");

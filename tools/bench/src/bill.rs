@@ -293,6 +293,7 @@ impl Seeder {
         e: E,
     ) -> anyhow::Result<()> {
         let event = SealedEvent::seal(
+            self.store.keyring().active(),
             &s.prev,
             s.aggregate_type,
             &s.id,

@@ -351,6 +351,7 @@ async fn seed(store: &DynStore, have: u64, target: u64, per_wallet: u64) -> anyh
                     });
                 }
                 let event = SealedEvent::seal(
+                    store.keyring().active(),
                     &prev,
                     "wallet",
                     &wallet_id,
