@@ -4,6 +4,7 @@ pub mod affiliate;
 pub mod alerts;
 pub mod api;
 pub mod auth;
+pub mod bill_commands;
 pub mod bill_order_status;
 pub mod bill_projection;
 pub mod bill_refresh;

@@ -385,6 +385,12 @@ pub struct ProjectionStatus {
     pub error_position: Option<i64>,
     /// Consecutive failed attempts.
     pub retries: u64,
+    /// When the projector first failed on the event it is stopped at (epoch ms).
+    pub failing_since_ms: Option<i64>,
+    /// Stopped at one event for at least the stall threshold (`StallAlerts::after_ms`,
+    /// default [`STALL_ALERT_AFTER_MS_DEFAULT`]): the same moment its stall alert is
+    /// raised. `/health` is `degraded` while any projector is stuck.
+    pub stuck: bool,
 }
 
 pub type SharedStatus = std::sync::Arc<std::sync::Mutex<ProjectionStatus>>;
@@ -460,6 +466,12 @@ where
         ..Default::default()
     }));
     let shared = status.clone();
+    let stuck_after_ms = i64::try_from(
+        alerts
+            .as_ref()
+            .map_or(STALL_ALERT_AFTER_MS_DEFAULT, |a| a.after_ms),
+    )
+    .unwrap_or(i64::MAX);
     tokio::spawn(async move {
         let mut backoff_ms = 0u64;
         let mut last_resolve: Option<std::time::Instant> = None;
@@ -489,6 +501,8 @@ where
                     s.last_error = None;
                     s.error_position = None;
                     s.retries = 0;
+                    s.failing_since_ms = None;
+                    s.stuck = false;
                 }
                 Err(e) => {
                     backoff_ms = (backoff_ms * 2).clamp(50, RETRY_BACKOFF_MS_MAX);
@@ -497,16 +511,19 @@ where
                         RunnerError::Projection(p) => Some(p.global_position),
                         _ => None,
                     };
+                    let first_ms = stall.note(error_position);
                     let retries = {
                         let mut s = lock(&shared);
                         s.error_position = error_position;
                         s.last_error = Some(e.to_string());
                         s.retries += 1;
+                        s.failing_since_ms = Some(first_ms);
+                        s.stuck = crate::db::now_ms() - first_ms >= stuck_after_ms;
                         s.retries
                     };
                     if let Some(alerts) = &alerts {
                         stall
-                            .failed(&store, alerts, name, error_position, &e, retries)
+                            .alert(&store, alerts, name, error_position, &e, retries)
                             .await;
                     }
                 }
@@ -536,8 +553,24 @@ struct Stall {
 }
 
 impl Stall {
-    /// Note one more failed attempt; raise the alert once the stall is old enough.
-    async fn failed(
+    /// Note one more failed attempt at `error_position`; when the stall began.
+    fn note(&mut self, error_position: Option<i64>) -> i64 {
+        match self.since {
+            Some((at, first_ms)) if at == error_position => first_ms,
+            // A new failing event is a new stall.
+            _ => {
+                let now = crate::db::now_ms();
+                *self = Stall {
+                    since: Some((error_position, now)),
+                    alerted: false,
+                };
+                now
+            }
+        }
+    }
+
+    /// Raise the alert once the stall noted is old enough (once per stall).
+    async fn alert(
         &mut self,
         store: &DynStore,
         alerts: &StallAlerts,
@@ -547,16 +580,6 @@ impl Stall {
         retries: u64,
     ) {
         let now = crate::db::now_ms();
-        match self.since {
-            Some((at, _)) if at == error_position => {}
-            // A new failing event is a new stall.
-            _ => {
-                *self = Stall {
-                    since: Some((error_position, now)),
-                    alerted: false,
-                }
-            }
-        }
         let Some((_, first_ms)) = self.since else {
             return;
         };

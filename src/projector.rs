@@ -426,10 +426,21 @@ pub async fn wait_for(
     projector: &dyn Projector,
     min_position: i64,
 ) -> Result<i64, RunnerError> {
+    wait_for_checkpoint(db, projector.name(), projector.version(), min_position).await
+}
+
+/// [`wait_for`] by checkpoint name and version: for the runners that are not a
+/// [`Projector`] (the bill projector, the bill order-status follower).
+pub async fn wait_for_checkpoint(
+    db: &ProjectionDb,
+    name: &str,
+    version: i32,
+    min_position: i64,
+) -> Result<i64, RunnerError> {
     let deadline = std::time::Instant::now()
         + std::time::Duration::from_millis(crate::projection::MIN_POSITION_WAIT_MS_MAX);
     loop {
-        let position = db.checkpoint(projector.name(), projector.version()).await?;
+        let position = db.checkpoint(name, version).await?;
         if position >= min_position || std::time::Instant::now() >= deadline {
             return Ok(position);
         }

@@ -68,7 +68,8 @@ both_backends!(
     |db: TestDb| async move {
         let app = Server::start(&db).await;
         let first = app.post("/v1/bills/small-bills", small_bill(1)).await;
-        created(&first, &["SmallBillRecorded"]);
+        // The bill id is claimed for the station-month in the same unit (issue 14 F2).
+        created(&first, &["SmallBillRecorded", "IdClaimed"]);
         assert_eq!(first.1["events"][0]["aggregate_id"], "100:202609");
         assert_eq!(first.1["events"][0]["payload"]["rent_minor"], 100_000);
         replayed(&app.post("/v1/bills/small-bills", small_bill(1)).await);
@@ -130,14 +131,30 @@ both_backends!(
         let diff = json!({"station_id": 100, "month": "202609", "diff_id": 5});
         created(
             &app.post("/v1/bills/diffs", diff.clone()).await,
-            &["DiffRecorded"],
+            &["DiffRecorded", "IdClaimed"],
         );
         replayed(&app.post("/v1/bills/diffs", diff).await);
         let linked =
             json!({"station_id": 100, "month": "202609", "diff_id": 5, "partner_bill_id": 9});
+        // A diff links only a recorded partner bill (issue 14 F13), then claims it (F12).
+        problem(
+            &app.post("/v1/bills/diffs", linked.clone()).await,
+            422,
+            "PARTNER_BILL_UNRECORDED",
+            Some("partner_bill_id"),
+        );
+        created(
+            &app.post(
+                "/v1/bills/partner-bills",
+                json!({"partner_bill_id": 9, "partner_account_id": 3, "month": "202609",
+                       "deduction_minor": 0}),
+            )
+            .await,
+            &["PartnerBillRecorded"],
+        );
         created(
             &app.post("/v1/bills/diffs", linked).await,
-            &["DiffRecorded"],
+            &["DiffRecorded", "IdClaimed"],
         );
         problem(
             &app.post(
@@ -353,14 +370,14 @@ async fn drafted_order(app: &Server) {
     created(
         &app.post("/v1/payment-orders/20/lines", payable.clone())
             .await,
-        &["LineAdded"],
+        &["LineAdded", "IdClaimed"],
     );
     replayed(&app.post("/v1/payment-orders/20/lines", payable).await);
     let unqualified = json!({"line_id": 2, "station_id": 101, "month": "202609",
         "kind": "UNQUALIFIED", "planned_amount_minor": 0});
     created(
         &app.post("/v1/payment-orders/20/lines", unqualified).await,
-        &["LineAdded"],
+        &["LineAdded", "IdClaimed"],
     );
 }
 
@@ -587,19 +604,19 @@ both_backends!(
         created(
             &app.post(
                 "/v1/payment-orders/22/lines",
-                json!({"line_id": 1, "station_id": 100, "month": "202609",
+                json!({"line_id": 3, "station_id": 100, "month": "202609",
                        "kind": "PAYABLE", "planned_amount_minor": 0}),
             )
             .await,
-            &["LineAdded"],
+            &["LineAdded", "IdClaimed"],
         );
         created(
-            &app.post("/v1/payment-orders/22/lines/1:remove", json!({}))
+            &app.post("/v1/payment-orders/22/lines/3:remove", json!({}))
                 .await,
             &["LineRemoved"],
         );
         replayed(
-            &app.post("/v1/payment-orders/22/lines/1:remove", json!({}))
+            &app.post("/v1/payment-orders/22/lines/3:remove", json!({}))
                 .await,
         );
         problem(
@@ -619,6 +636,19 @@ both_backends!(
     }
 );
 
+/// Order 20 drafted, published (version 1) and submitted (round 1, version 2): its
+/// line 1 of 100:202609 is what [`lock`] holds (a lock holds a real line, issue 14
+/// F14).
+async fn submitted_order(app: &Server) {
+    drafted_order(app).await;
+    for action in ["publish", "submit"] {
+        let got = app
+            .post(&format!("/v1/payment-orders/20:{action}"), json!({}))
+            .await;
+        assert_eq!(got.0, 201, "{action}: {}", got.1);
+    }
+}
+
 fn lock(lock_id: i64) -> Value {
     json!({"lock_id": lock_id, "station_id": 100, "month": "202609", "order_id": 20,
            "line_id": 1, "publish_version": 2, "submit_round": 1})
@@ -628,9 +658,10 @@ both_backends!(
     a_station_month_has_at_most_one_live_lock,
     |db: TestDb| async move {
         let app = Server::start(&db).await;
+        submitted_order(&app).await;
         created(
             &app.post("/v1/bills/locks", lock(1)).await,
-            &["BillLockReserved"],
+            &["BillLockReserved", "IdClaimed"],
         );
         replayed(&app.post("/v1/bills/locks", lock(1)).await);
         problem(
@@ -679,7 +710,7 @@ both_backends!(
         );
         created(
             &app.post("/v1/bills/locks", lock(2)).await,
-            &["BillLockReserved"],
+            &["BillLockReserved", "IdClaimed"],
         );
         assert_eq!(
             stored(&db, "bill_lock", "100:202609").await,
@@ -856,6 +887,7 @@ both_backends!(
     concurrent_small_bills_and_locks_of_one_station_month_leave_exactly_one,
     |db: TestDb| async move {
         let app = std::sync::Arc::new(Server::start(&db).await);
+        submitted_order(&app).await;
         let racers = 6;
         let mut bills = tokio::task::JoinSet::new();
         let mut locks = tokio::task::JoinSet::new();

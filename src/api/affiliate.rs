@@ -3,7 +3,7 @@
 //! role may read; `min_position` waits for the projection (read-your-writes).
 
 use super::{AppState, Caller, Problem, ProblemBody};
-use crate::projector::{select_rows, wait_for};
+use crate::projector::select_rows;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -134,29 +134,7 @@ async fn reflected(
     projector: &dyn Projector,
     min_position: Option<i64>,
 ) -> Result<i64, Problem> {
-    let wanted = min_position.unwrap_or(0);
-    if wanted < 0 {
-        return Err(Problem::invalid(
-            "INVALID_FIELD",
-            "min_position",
-            "must not be negative",
-        ));
-    }
-    let position = wait_for(&state.projections, projector, wanted)
-        .await
-        .map_err(|e| Problem::internal(e.to_string()))?;
-    if position < wanted {
-        return Err(Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "PROJECTION_BEHIND",
-            format!(
-                "the {} projection is at position {position}, not yet at {wanted}; retry",
-                projector.name()
-            ),
-        )
-        .field("min_position"));
-    }
-    Ok(position)
+    super::reflected(state, projector.name(), projector.version(), min_position).await
 }
 
 fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Problem> {

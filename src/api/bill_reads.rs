@@ -5,10 +5,19 @@
 //! bill-dimension snapshot of the station-month (R-BILL-10) when its order was
 //! approved. `GET /v1/bills/order-status-conflicts` lists the payment-order status
 //! conflicts the R-BILL-9 process manager reported. Every role may read.
+//!
+//! Both take `min_position` (issue 14 item 4, read-your-writes): the read waits, at
+//! most `MIN_POSITION_WAIT_MS_MAX`, until its projection's checkpoint (`bill`, or
+//! `bill_order_status` for the conflicts) has applied that position — a command's
+//! `position` — else 503 `PROJECTION_BEHIND`. A station-month still waiting for the
+//! sweep of a bulk catch-up has not been recomputed up to the checkpoint, so with
+//! `min_position` it is 503 `PROJECTION_BEHIND` too (without, it is served with
+//! `"sweep_pending": true`).
 
 use super::{AppState, Caller, Problem};
 use crate::bill_projection;
 use crate::projector::select_rows;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -130,18 +139,47 @@ async fn consistent_read(
     ))
 }
 
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StationMonthQuery {
+    /// Wait (bounded) until the bill projection has applied this global position.
+    min_position: Option<i64>,
+}
+
 /// The three bill rows of a station-month and the decision (or finding) behind them.
+#[utoipa::path(
+    get,
+    path = "/v1/bills/{station_id}/{yyyymm}",
+    params(("station_id" = i64, Path, description = "The station"),
+           ("yyyymm" = String, Path, description = "The bill month"),
+           ("min_position" = Option<i64>, Query, description = "wait until the projection has applied this position")),
+    responses((status = 200, description = "{station_month, position, sweep_pending, fi_customer_bill, fi_customer_bill_partner, fi_monthly_income_difference, decision, finding, snapshot}"),
+              (status = 400, body = super::ProblemBody), (status = 404, body = super::ProblemBody),
+              (status = 422, body = super::ProblemBody), (status = 503, body = super::ProblemBody)),
+    security(("bearer" = []))
+)]
 #[tracing::instrument(skip_all, fields(station_id = %raw_station, yyyymm = %raw_month, actor = %caller.principal.actor()))]
 pub async fn get_station_month(
     State(state): State<AppState>,
     caller: Caller,
     Path((raw_station, raw_month)): Path<(String, String)>,
+    q: Result<Query<StationMonthQuery>, QueryRejection>,
 ) -> Result<Json<Value>, Problem> {
+    let Query(q) = q.map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))?;
     let sm = StationMonth {
         station_id: station_id(&raw_station)?,
         month: month(&raw_month)?,
     };
+    super::reflected(&state, fold::NAME, fold::VERSION, q.min_position).await?;
     let ((position, sweep_pending), rows) = consistent_read(&state, sm).await?;
+    if sweep_pending && q.min_position.is_some() {
+        return Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "PROJECTION_BEHIND",
+            format!("station-month {sm} waits for the sweep of a bulk catch-up; retry"),
+        )
+        .field("min_position"));
+    }
     let [customer_bill, difference, partner_bill, decision, finding] = rows;
     // Its own table, refreshed by its own job: not part of the checkpoint's read.
     let snapshot = first(
@@ -178,6 +216,8 @@ pub struct ConflictQuery {
     order_id: Option<i64>,
     after_id: Option<i64>,
     limit: Option<i64>,
+    /// Wait (bounded) until the order-status follower has applied this position.
+    min_position: Option<i64>,
 }
 
 /// Payment-order status conflicts (R-BILL-9): masters the process manager could not
@@ -188,9 +228,10 @@ pub struct ConflictQuery {
     path = "/v1/bills/order-status-conflicts",
     params(("order_id" = Option<i64>, Query, description = "Conflicts of this payment order"),
            ("after_id" = Option<i64>, Query, description = "Page after this conflict id"),
-           ("limit" = Option<i64>, Query, description = "Page size")),
+           ("limit" = Option<i64>, Query, description = "Page size"),
+           ("min_position" = Option<i64>, Query, description = "wait until the order-status follower has applied this position")),
     responses((status = 200, description = "{conflicts: [{id, order_id, global_position, trigger_source, attempts, message, recorded_at}], next_after_id}"),
-              (status = 422, body = super::ProblemBody)),
+              (status = 422, body = super::ProblemBody), (status = 503, body = super::ProblemBody)),
     security(("bearer" = []))
 )]
 #[tracing::instrument(skip_all, fields(actor = %caller.principal.actor()))]
@@ -201,6 +242,13 @@ pub async fn order_status_conflicts(
 ) -> Result<Json<Value>, Problem> {
     let Query(q) = query.map_err(|e| Problem::invalid("INVALID_FIELD", "", e.body_text()))?;
     let limit = super::page_limit(q.limit)?;
+    super::reflected(
+        &state,
+        crate::bill_order_status::NAME,
+        crate::bill_order_status::VERSION,
+        q.min_position,
+    )
+    .await?;
     let mut tail = "WHERE id > ?".to_owned();
     let mut args = vec![Cell::Int(q.after_id.unwrap_or(0))];
     if let Some(order_id) = q.order_id {

@@ -15,17 +15,19 @@
 
 use super::affiliate_commands::{field_at_fault, WriteResponse};
 use super::{AppState, Caller, Problem};
+use crate::bill_commands;
 use crate::unit::{run_command, run_unit, UnitError, UnitOutcome};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use factledger_aggregates::bill::claim::{ClaimKind, CLAIM_LEDGER_REF_TYPE};
 use factledger_aggregates::bill::payment_result::writes_back_to_line;
 use factledger_aggregates::bill::{
     station_month_stream_id, BillError, BillId, BillLockCommand, BillLocks, BillMonth, PartnerBill,
     PartnerBillCommand, PaymentOrder, PaymentOrderCommand, PaymentResult, PaymentResultCommand,
     PaymentResultEvent, RecordPaymentResult, Reference, ReferenceCommand, RefusalKind,
-    StationMonth, StationMonthCommand, WriteLineResult,
+    WriteLineResult,
 };
 use factledger_aggregates::Decide;
 use serde::de::DeserializeOwned;
@@ -49,9 +51,29 @@ fn bill_problem(e: BillError) -> Problem {
 }
 
 /// A unit that did not commit, as a problem (the bill refusal mapped by
-/// [`bill_problem`]).
+/// [`bill_problem`]). A permanent id claim refused by the unique ledger-ref index
+/// (see `bill::claim`) is the claim's own 409.
 fn unit_problem(e: UnitError<BillError>) -> Problem {
+    if let UnitError::DuplicateLedgerRef(r) = &e {
+        if let Some(p) = claim_refused(r) {
+            return p;
+        }
+    }
     super::affiliate_commands::unit_problem(e, bill_problem)
+}
+
+/// `BILL_ID_CLAIM/<KIND>:<id>/CLAIMED` as the claim's refusal.
+fn claim_refused(reference: &str) -> Option<Problem> {
+    let rest = reference
+        .strip_prefix(CLAIM_LEDGER_REF_TYPE)?
+        .strip_prefix('/')?;
+    let (stream, _) = rest.split_once('/')?;
+    let (kind, id) = ClaimKind::parse_stream_id(stream)?;
+    Some(bill_problem(BillError::IdTaken {
+        kind,
+        id,
+        holder: "another stream".to_owned(),
+    }))
 }
 
 fn written<T>(done: UnitOutcome<T>) -> Written {
@@ -169,7 +191,8 @@ fn actor(caller: &Caller) -> Value {
 
 /// `POST /v1/bills/small-bills`: record (or change) the small bill of a station-month.
 /// One small bill per station-month (R-BILL-7 [dev]): another bill id is 409
-/// `SMALL_BILL_ALREADY_RECORDED` naming `bill_id`.
+/// `SMALL_BILL_ALREADY_RECORDED` naming `bill_id`; a bill id already recorded on
+/// another station-month is 409 `BILL_ID_TAKEN` (issue 14 F2, `crate::bill_commands`).
 #[utoipa::path(
     post,
     path = "/v1/bills/small-bills",
@@ -185,20 +208,20 @@ pub async fn record_small_bill(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
-    let cmd: factledger_aggregates::bill::RecordSmallBill =
-        parse(body, vec![("recorded_at", now_text())])?;
-    let stream = station_month_stream_id(cmd.station_id, &cmd.month);
-    write::<StationMonth>(
-        &state,
-        &caller,
-        &stream,
-        StationMonthCommand::RecordSmallBill(cmd),
-    )
-    .await
+    let cmd = parse(body, vec![("recorded_at", now_text())])?;
+    let metadata = caller.metadata(&state.config.country_code, None);
+    let done = bill_commands::record_small_bill(&state.store, &metadata, cmd)
+        .await
+        .map_err(unit_problem)?;
+    Ok(written(done))
 }
 
 /// `POST /v1/bills/diffs`: record the difference-ledger row of a station-month, with or
-/// without a partner bill. One diff per station-month.
+/// without a partner bill. One diff per station-month; a diff id of another
+/// station-month is 409 `DIFF_ID_TAKEN`. A partner bill is linked by one diff (409
+/// `PARTNER_BILL_ALREADY_LINKED`, F12), must be recorded (422
+/// `PARTNER_BILL_UNRECORDED`) and of the diff's month (422
+/// `PARTNER_BILL_MONTH_MISMATCH`, F13).
 #[utoipa::path(
     post,
     path = "/v1/bills/diffs",
@@ -214,16 +237,12 @@ pub async fn record_diff(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
-    let cmd: factledger_aggregates::bill::RecordDiff =
-        parse(body, vec![("recorded_at", now_text())])?;
-    let stream = station_month_stream_id(cmd.station_id, &cmd.month);
-    write::<StationMonth>(
-        &state,
-        &caller,
-        &stream,
-        StationMonthCommand::RecordDiff(cmd),
-    )
-    .await
+    let cmd = parse(body, vec![("recorded_at", now_text())])?;
+    let metadata = caller.metadata(&state.config.country_code, None);
+    let done = bill_commands::record_diff(&state.store, &metadata, cmd)
+        .await
+        .map_err(unit_problem)?;
+    Ok(written(done))
 }
 
 /// `POST /v1/bills/partner-bills`: record (or change) a partner bill (pre_rent,
@@ -440,6 +459,7 @@ pub async fn post_on_payment_order(
 }
 
 /// `POST /v1/payment-orders/{order_id}/lines`: add a line (DRAFT or REVIEW_REJECTED).
+/// A line id of another order is 409 `LINE_ID_TAKEN`.
 #[utoipa::path(
     post,
     path = "/v1/payment-orders/{order_id}/lines",
@@ -459,11 +479,15 @@ pub async fn add_line(
 ) -> Result<Written, Problem> {
     let id = path_id("order_id", &order_id)?;
     caller.require_write()?;
-    let cmd = PaymentOrderCommand::AddLine(parse(
+    let cmd = parse(
         body,
         vec![("order_id", Value::from(id.get())), ("at", now_text())],
-    )?);
-    write::<PaymentOrder>(&state, &caller, &id.to_string(), cmd).await
+    )?;
+    let metadata = caller.metadata(&state.config.country_code, None);
+    let done = bill_commands::add_line(&state.store, &metadata, cmd)
+        .await
+        .map_err(unit_problem)?;
+    Ok(written(done))
 }
 
 /// The line actions of `POST /v1/payment-orders/{order_id}/lines/{line_id}:<action>`.
@@ -529,7 +553,10 @@ pub async fn post_on_line(
 // ---------------------------------------------------------------------------------
 
 /// `POST /v1/bills/locks`: reserve the lock of a station-month for a published line.
-/// At most one live lock per station-month (409 `LOCK_HELD` naming `lock_id`).
+/// At most one live lock per station-month (409 `LOCK_HELD` naming `lock_id`); a lock
+/// id of another station-month is 409 `LOCK_ID_TAKEN`. The lock holds a live line of
+/// an existing order for this station-month at the order's current publication
+/// (F14: 422 `LOCK_ORDER_NOT_FOUND`, `LOCK_LINE_NOT_FOUND`, `LOCK_PUBLISH_MISMATCH`).
 #[utoipa::path(
     post,
     path = "/v1/bills/locks",
@@ -545,9 +572,12 @@ pub async fn reserve_lock(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
-    let cmd: factledger_aggregates::bill::ReserveLock = parse(body, vec![("at", now_text())])?;
-    let stream = station_month_stream_id(cmd.station_id, &cmd.month);
-    write::<BillLocks>(&state, &caller, &stream, BillLockCommand::ReserveLock(cmd)).await
+    let cmd = parse(body, vec![("at", now_text())])?;
+    let metadata = caller.metadata(&state.config.country_code, None);
+    let done = bill_commands::reserve_lock(&state.store, &metadata, cmd)
+        .await
+        .map_err(unit_problem)?;
+    Ok(written(done))
 }
 
 /// `POST /v1/bills/locks/{station_id}/{month}/{lock_id}:activate|release`: activate a

@@ -269,6 +269,37 @@ pub(crate) fn page_limit(limit: Option<i64>) -> Result<i64, Problem> {
     Ok(limit)
 }
 
+/// Wait (bounded) until the checkpoint `name` has applied `min_position`, when asked
+/// (read-your-writes); the position the projection reflects. Not there in time: 503
+/// `PROJECTION_BEHIND` naming `min_position`. Every read of a projection takes it.
+pub(crate) async fn reflected(
+    state: &AppState,
+    name: &str,
+    version: i32,
+    min_position: Option<i64>,
+) -> Result<i64, Problem> {
+    let wanted = min_position.unwrap_or(0);
+    if wanted < 0 {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "min_position",
+            "must not be negative",
+        ));
+    }
+    let position = crate::projector::wait_for_checkpoint(&state.projections, name, version, wanted)
+        .await
+        .map_err(|e| Problem::internal(e.to_string()))?;
+    if position < wanted {
+        return Err(Problem::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "PROJECTION_BEHIND",
+            format!("the {name} projection is at position {position}, not yet at {wanted}; retry"),
+        )
+        .field("min_position"));
+    }
+    Ok(position)
+}
+
 fn header(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get(name)

@@ -2,7 +2,7 @@
 
 use super::{AppState, Problem};
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use utoipa::OpenApi;
@@ -140,15 +140,64 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
-/// Liveness and database reachability (no authentication).
-#[utoipa::path(get, path = "/health", responses((status = 200, description = "The service and its database answer")))]
+/// A stuck projector as `/health` reports it.
+#[derive(Debug, serde::Serialize)]
+struct StuckProjector<'a> {
+    name: &'a str,
+    last_error: Option<&'a str>,
+    error_position: Option<i64>,
+    /// The last event it applied.
+    position: i64,
+    /// Events behind the head.
+    lag: i64,
+    failing_since_ms: Option<i64>,
+}
+
+/// Liveness, database reachability and projector health (no authentication): 200
+/// `{"status":"ok"}`, or 503 `{"status":"degraded","projectors":[…]}` while a
+/// projector is stuck — stopped at one event for the stall threshold, the moment its
+/// `projection.stalled` alert is raised (issue 14 item 4). A money view that stopped
+/// is not a healthy service even though every request still answers.
+#[utoipa::path(get, path = "/health", responses(
+    (status = 200, description = "The service and its database answer; every projector moves"),
+    (status = 503, description = "{status: degraded, projectors: [{name, last_error, error_position, position, lag, failing_since_ms}]}")))]
 pub async fn health(State(state): State<AppState>) -> Result<impl IntoResponse, Problem> {
     let head = state.store.head_position().await?;
-    Ok(Json(serde_json::json!({
-        "status": "ok",
-        "database": state.store.backend(),
-        "head_position": head,
-    })))
+    let statuses: Vec<crate::projection::ProjectionStatus> = state
+        .projection_statuses
+        .iter()
+        .map(|s| {
+            s.lock()
+                .map(|s| s.clone())
+                .unwrap_or_else(|p| p.into_inner().clone())
+        })
+        .collect();
+    let stuck: Vec<StuckProjector> = statuses
+        .iter()
+        .filter(|s| s.stuck)
+        .map(|s| StuckProjector {
+            name: &s.name,
+            last_error: s.last_error.as_deref(),
+            error_position: s.error_position,
+            position: s.position,
+            lag: head.saturating_sub(s.position),
+            failing_since_ms: s.failing_since_ms,
+        })
+        .collect();
+    let (status, body) = if stuck.is_empty() {
+        (
+            StatusCode::OK,
+            serde_json::json!({"status": "ok", "database": state.store.backend(),
+                               "head_position": head}),
+        )
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({"status": "degraded", "database": state.store.backend(),
+                               "head_position": head, "projectors": stuck}),
+        )
+    };
+    Ok((status, Json(body)))
 }
 
 /// Each projector's position, lag and last error.

@@ -248,13 +248,18 @@ impl Drop for Server {
 
 impl Server {
     pub async fn start(db: &TestDb) -> Server {
-        let key_dir = tempfile::tempdir().expect("key dir");
         // Settlement stays off: a firing on a 5-minute boundary would release
         // commissions a test expects to release itself.
         let options = factledger::server::ServeOptions {
             settlement_cron: factledger::server::SettlementCron::Off,
             ..Default::default()
         };
+        Self::start_with(db, options).await
+    }
+
+    /// [`Server::start`] with these options.
+    pub async fn start_with(db: &TestDb, options: factledger::server::ServeOptions) -> Server {
+        let key_dir = tempfile::tempdir().expect("key dir");
         let started = factledger::server::start_with(&db.url, "ID", key_dir.path(), options)
             .await
             .expect("server starts");

@@ -2,6 +2,7 @@
 //! boundary), so a unit that decides on several bill streams (a payment result and its
 //! order's line) has one error type. Nothing is written when a command is refused.
 
+use super::claim::ClaimKind;
 use super::events::OrderStatusCode;
 
 /// How a refusal reads to a client: the HTTP edge maps it once (404 / 422 / 409).
@@ -95,6 +96,41 @@ pub enum BillError {
     PaidAtRequired,
     #[error("a result for a line names the line's payment order")]
     OrderIdRequired,
+    /// Issue 14 F2: the id already names another stream's row in the projection.
+    #[error("{} {id} is already {} {holder}; an id names one row", kind.field(), kind.holder_noun())]
+    IdTaken {
+        kind: ClaimKind,
+        id: i64,
+        holder: String,
+    },
+    #[error("the {} claim of {id} is permanent and is never released", kind.as_str())]
+    ClaimPermanent { kind: ClaimKind, id: i64 },
+    /// Issue 14 F13: a diff links only a recorded partner bill, so its month is known.
+    #[error("partner bill {0} is not recorded; record it before a diff links it")]
+    PartnerBillUnrecorded(i64),
+    /// Issue 14 F13: seed §4.5 reads a station-month's partner bill by station and
+    /// month, so the partner bill a diff links is of the diff's month.
+    #[error("partner bill {partner_bill_id} is of {partner_month}; a diff of {diff_month} links only a partner bill of {diff_month}")]
+    PartnerBillMonthMismatch {
+        partner_bill_id: i64,
+        partner_month: String,
+        diff_month: String,
+    },
+    /// Issue 14 F14: a lock holds a line of an existing payment order.
+    #[error("payment order {0} does not exist; a lock holds a line of an existing order")]
+    LockOrderNotFound(i64),
+    #[error("line {line_id} of payment order {order_id} {why}; a lock holds a live line of its station-month")]
+    LockLineNotFound {
+        order_id: i64,
+        line_id: i64,
+        why: &'static str,
+    },
+    #[error("{field} {given} is not the current {field} {current} of the order and line; a lock holds the current publication")]
+    LockPublishMismatch {
+        field: &'static str,
+        given: i64,
+        current: i64,
+    },
 }
 
 impl BillError {
@@ -131,6 +167,13 @@ impl BillError {
             Self::ResultNotFound(_) => "RESULT_NOT_FOUND",
             Self::PaidAtRequired => "PAID_AT_REQUIRED",
             Self::OrderIdRequired => "ORDER_ID_REQUIRED",
+            Self::IdTaken { kind, .. } => kind.taken_code(),
+            Self::ClaimPermanent { .. } => "CLAIM_PERMANENT",
+            Self::PartnerBillUnrecorded(_) => "PARTNER_BILL_UNRECORDED",
+            Self::PartnerBillMonthMismatch { .. } => "PARTNER_BILL_MONTH_MISMATCH",
+            Self::LockOrderNotFound(_) => "LOCK_ORDER_NOT_FOUND",
+            Self::LockLineNotFound { .. } => "LOCK_LINE_NOT_FOUND",
+            Self::LockPublishMismatch { .. } => "LOCK_PUBLISH_MISMATCH",
         }
     }
 
@@ -167,7 +210,13 @@ impl BillError {
             | Self::LockNotReserved(_) => Some("lock_id"),
             Self::ResultAlreadyRecorded(_) | Self::ResultNotFound(_) => Some("result_id"),
             Self::PaidAtRequired => Some("paid_at"),
-            Self::OrderIdRequired => Some("order_id"),
+            Self::OrderIdRequired | Self::LockOrderNotFound(_) => Some("order_id"),
+            Self::IdTaken { kind, .. } | Self::ClaimPermanent { kind, .. } => Some(kind.field()),
+            Self::PartnerBillUnrecorded(_) | Self::PartnerBillMonthMismatch { .. } => {
+                Some("partner_bill_id")
+            }
+            Self::LockLineNotFound { .. } => Some("line_id"),
+            Self::LockPublishMismatch { field, .. } => Some(field),
         }
     }
 
@@ -182,7 +231,12 @@ impl BillError {
             | Self::AdjustedAmountInvalid { .. }
             | Self::ResultLineMismatch { .. }
             | Self::PaidAtRequired
-            | Self::OrderIdRequired => RefusalKind::Invalid,
+            | Self::OrderIdRequired
+            | Self::PartnerBillUnrecorded(_)
+            | Self::PartnerBillMonthMismatch { .. }
+            | Self::LockOrderNotFound(_)
+            | Self::LockLineNotFound { .. }
+            | Self::LockPublishMismatch { .. } => RefusalKind::Invalid,
             _ => RefusalKind::Conflict,
         }
     }

@@ -7,6 +7,7 @@
 use super::commands::{BillLockCommand, LockAction, ReserveLock};
 use super::error::BillError;
 use super::events::{BillLockEvent, BILL_LOCK_AGGREGATE_TYPE};
+use super::payment_order::PaymentOrder;
 use super::values::{BillId, BillMonth};
 use crate::decide::{Decide, InvariantViolation, LedgerRef};
 use cqrs_es::event_sink::EventSink;
@@ -51,6 +52,53 @@ pub struct BillLocks {
     /// Empty until the first event.
     pub month: String,
     pub locks: BTreeMap<i64, Lock>,
+}
+
+/// Whether a reservation holds a real line (issue 14 F14): the order exists, the line
+/// is a live line of it for the lock's station-month, and the publish identity named
+/// is the order's and the line's current one. The projection counts only such a lock
+/// (R-BILL-2 joins locks to the current publication), so any other one would be a
+/// dead lock that still blocks real ones (`LOCK_HELD`) until released.
+pub fn check_hold(cmd: &ReserveLock, order: &PaymentOrder) -> Result<(), BillError> {
+    let (order_id, line_id) = (cmd.order_id.get(), cmd.line_id.get());
+    if order.status.is_none() {
+        return Err(BillError::LockOrderNotFound(order_id));
+    }
+    let missing = |why| BillError::LockLineNotFound {
+        order_id,
+        line_id,
+        why,
+    };
+    let line = order.lines.get(&line_id).ok_or(missing("does not exist"))?;
+    if line.removed {
+        return Err(missing("was removed"));
+    }
+    if line.station_id != cmd.station_id.get() || line.month != cmd.month.as_str() {
+        return Err(missing("is of another station-month"));
+    }
+    for (field, given, current) in [
+        (
+            "publish_version",
+            cmd.publish_version.get(),
+            order.publish_version,
+        ),
+        (
+            "publish_version",
+            cmd.publish_version.get(),
+            line.publish_version,
+        ),
+        ("submit_round", cmd.submit_round.get(), order.submit_round),
+        ("submit_round", cmd.submit_round.get(), line.submit_round),
+    ] {
+        if given != current {
+            return Err(BillError::LockPublishMismatch {
+                field,
+                given,
+                current,
+            });
+        }
+    }
+    Ok(())
 }
 
 impl BillLocks {

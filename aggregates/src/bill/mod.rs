@@ -10,10 +10,12 @@
 //! | [`payment_order::PaymentOrder`]   | order id                | [`payment_order::ORDER_TRANSITIONS`]; lines change before review |
 //! | [`lock::BillLocks`]               | `<station_id>:<yyyymm>` | at most one live lock                   |
 //! | [`payment_result::PaymentResult`] | result id               | recorded once, voided once              |
+//! | [`claim::BillIdClaim`]            | `<KIND>:<id>`           | an id the projection keys by names one stream's row |
 //!
 //! Every refusal is a [`BillError`] with a stable `code()` and the `field()` at fault;
 //! a command that restates a fact already recorded writes nothing.
 
+pub mod claim;
 pub mod commands;
 pub mod error;
 pub mod events;
@@ -25,6 +27,7 @@ pub mod reference;
 pub mod station_month;
 pub mod values;
 
+pub use claim::{BillIdClaim, ClaimCommand, ClaimEvent, ClaimKind, BILL_CLAIM_AGGREGATE_TYPE};
 pub use commands::*;
 pub use error::{BillError, RefusalKind};
 pub use events::*;
@@ -36,5 +39,7 @@ pub use reference::Reference;
 pub use station_month::StationMonth;
 pub use values::{station_month_stream_id, BillCode, BillId, BillMonth, NonNegativeMinor};
 
+#[cfg(test)]
+mod claim_tests;
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@
 use super::commands::{PartnerBillCommand, RecordPartnerBill, RepushPartnerBill};
 use super::error::BillError;
 use super::events::{PartnerBillEvent, PARTNER_BILL_AGGREGATE_TYPE};
+use super::values::BillMonth;
 use crate::decide::{Decide, InvariantViolation, LedgerRef};
 use chrono::{DateTime, Utc};
 use cqrs_es::event_sink::EventSink;
@@ -30,6 +31,25 @@ pub struct PartnerBill {
 }
 
 impl PartnerBill {
+    /// Whether a diff of `month` may link this partner bill (issue 14 F13): it is
+    /// recorded, and of the diff's month — seed §4.5 reads a station-month's partner
+    /// bill by station and month, and R-BILL-8's locator rule L3 asks the same. Its
+    /// month never changes once recorded, so the check holds without a write here.
+    pub fn linkable_by(&self, partner_bill_id: i64, month: &BillMonth) -> Result<(), BillError> {
+        let facts = self
+            .facts
+            .as_ref()
+            .ok_or(BillError::PartnerBillUnrecorded(partner_bill_id))?;
+        if facts.month != month.as_str() {
+            return Err(BillError::PartnerBillMonthMismatch {
+                partner_bill_id,
+                partner_month: facts.month.clone(),
+                diff_month: month.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     fn same_bill(&self, partner_bill_id: i64) -> Result<(), BillError> {
         if self.partner_bill_id != 0 && self.partner_bill_id != partner_bill_id {
             return Err(BillError::StreamMismatch {
