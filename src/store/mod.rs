@@ -744,6 +744,29 @@ async fn check_newest_key(store: &dyn EventStore) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether `migrator` has anything to apply to a database whose `_sqlx_migrations`
+/// rows are `applied` (`None`: no such table yet). Every migration applied with its
+/// checksum: nothing, and `serve` can run as a user that may not change the schema
+/// (issue 14 item 3); anything else goes to the migrator, which applies it or says
+/// why not (a changed migration, a missing privilege: run `factledger migrate` as
+/// the database owner).
+pub(crate) fn migrations_pending(
+    migrator: &sqlx::migrate::Migrator,
+    applied: Option<Vec<(i64, Vec<u8>, bool)>>,
+) -> bool {
+    let Some(applied) = applied else {
+        return true;
+    };
+    migrator
+        .iter()
+        .filter(|m| m.migration_type.is_up_migration())
+        .any(|m| {
+            !applied
+                .iter()
+                .any(|(v, checksum, ok)| *v == m.version && *ok && checksum[..] == m.checksum[..])
+        })
+}
+
 /// Verify one stream's chain, or every stream's and the whole log's without anchors
 /// (see [`integrity::verify_log`] for the check against anchors).
 pub async fn verify(

@@ -88,7 +88,15 @@ impl MysqlStore {
             })
             .connect(url)
             .await?;
-        MIGRATOR.run(&pool).await?;
+        let applied = sqlx::query_as::<_, (i64, Vec<u8>, bool)>(
+            "SELECT version, checksum, success FROM _sqlx_migrations",
+        )
+        .fetch_all(&pool)
+        .await
+        .ok();
+        if super::migrations_pending(&MIGRATOR, applied) {
+            MIGRATOR.run(&pool).await?;
+        }
         Ok(Self { pool, keyring })
     }
 

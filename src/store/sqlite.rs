@@ -46,7 +46,15 @@ impl SqliteStore {
             .max_connections(POOL_CONNECTIONS_MAX)
             .connect_with(opts)
             .await?;
-        MIGRATOR.run(&pool).await?;
+        let applied = sqlx::query_as::<_, (i64, Vec<u8>, bool)>(
+            "SELECT version, checksum, success FROM _sqlx_migrations",
+        )
+        .fetch_all(&pool)
+        .await
+        .ok();
+        if super::migrations_pending(&MIGRATOR, applied) {
+            MIGRATOR.run(&pool).await?;
+        }
         Ok(Self { pool, keyring })
     }
 
