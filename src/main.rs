@@ -28,13 +28,9 @@ enum Command {
     Serve {
         #[arg(long, env = "FACTLEDGER_LISTEN", default_value = LISTEN_DEFAULT, hide_env_values = true)]
         listen: String,
-        /// Also serve `/metrics` here without authentication (a private address for
-        /// the scraper; on the main listener `/metrics` needs an admin, operator or
-        /// auditor key).
-        #[arg(long, env = "FACTLEDGER_METRICS_LISTEN", hide_env_values = true)]
-        metrics_listen: Option<String>,
+        /// The metrics listener and the HTTP limits (boxed: `serve` has many flags).
         #[command(flatten)]
-        http_limits: factledger::api::limits::HttpLimits,
+        http: Box<HttpArgs>,
         /// Country / data centre recorded on every event.
         #[arg(
             long,
@@ -68,7 +64,7 @@ enum Command {
         )]
         test_cron_heartbeat: Option<String>,
         #[command(flatten)]
-        outbox: OutboxArgs,
+        outbox: Box<OutboxArgs>,
         /// Platform order sync: comma-separated countries (`ID`: every platform with a
         /// FACTLEDGER_PLATFORM_<PLATFORM>_URL) or pairs (`TIKTOK:ID`). Empty: none.
         #[arg(
@@ -151,6 +147,19 @@ enum Command {
         #[command(subcommand)]
         action: OutboxAction,
     },
+}
+
+/// `serve`'s HTTP settings: where `/metrics` is open, and every limit of
+/// `factledger::api::limits` (README "Security: HTTP limits").
+#[derive(clap::Args)]
+struct HttpArgs {
+    /// Also serve `/metrics` here without authentication (a private address for the
+    /// scraper; on the main listener `/metrics` needs an admin, operator or auditor
+    /// key).
+    #[arg(long, env = "FACTLEDGER_METRICS_LISTEN", hide_env_values = true)]
+    metrics_listen: Option<String>,
+    #[command(flatten)]
+    limits: factledger::api::limits::HttpLimits,
 }
 
 #[derive(Subcommand)]
@@ -298,8 +307,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve {
             listen,
-            metrics_listen,
-            http_limits,
+            http,
             country_code,
             environment,
             public_url,
@@ -312,7 +320,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let cwd = std::env::current_dir()?;
             let platform_sync =
                 factledger::affiliate::sync::SyncConfig::from_env(&platform_countries)?;
-            let sinks = outbox.sinks()?;
+            let sinks = (*outbox).sinks()?;
             tracing::info!(
                 sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),
                 "outbox sinks"
@@ -325,7 +333,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 outbox_sinks: sinks,
                 platform_sync,
                 settlement_cron: factledger::server::SettlementCron::parse(&settlement_every),
-                http_limits: http_limits.clone(),
+                http_limits: http.limits.clone(),
                 ..Default::default()
             };
             let started =
@@ -343,9 +351,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot listen on {listen}"))?;
             println!("factledger listening on http://{}", listener.local_addr()?);
             let (stop_tx, stop_rx) = tokio::sync::watch::channel(());
-            let metrics = match metrics_listen {
+            let metrics = match &http.metrics_listen {
                 Some(addr) => {
-                    Some(serve_metrics(&started.state, &addr, &http_limits, stop_rx).await?)
+                    Some(serve_metrics(&started.state, addr, &http.limits, stop_rx).await?)
                 }
                 None => None,
             };
