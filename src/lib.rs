@@ -1,4 +1,5 @@
 //! factledger: an event-sourced money ledger. See ARCHITECTURE.md for the map.
+#![forbid(unsafe_code)]
 
 pub mod affiliate;
 pub mod alerts;

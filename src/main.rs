@@ -1,4 +1,9 @@
 //! The `factledger` binary: the service and its operator commands.
+//!
+//! Every argument read from the environment hides its value in `--help`
+//! (`hide_env_values`): `DATABASE_URL` may carry a password (issue 14, F11); a test
+//! below walks the whole command tree to keep it so.
+#![forbid(unsafe_code)]
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -11,15 +16,15 @@ use std::process::ExitCode;
 #[command(name = "factledger", version, about = "Event-sourced money ledger")]
 struct Cli {
     /// Database: sqlite://FILE (created if missing) or mysql://USER@HOST:PORT/DB.
-    #[arg(long, global = true, env = "DATABASE_URL", default_value = DATABASE_URL_DEFAULT)]
+    #[arg(long, global = true, env = "DATABASE_URL", default_value = DATABASE_URL_DEFAULT, hide_env_values = true)]
     database_url: String,
     /// The integrity key file (chain keys and the anchor signing key; created 0600 on
     /// first use). Keep it off the database host and back it up: without it the log
     /// cannot be verified.
-    #[arg(long, global = true, env = "FACTLEDGER_INTEGRITY_KEYS", default_value = factledger::store::integrity::keys::KEY_FILE_DEFAULT)]
+    #[arg(long, global = true, env = "FACTLEDGER_INTEGRITY_KEYS", default_value = factledger::store::integrity::keys::KEY_FILE_DEFAULT, hide_env_values = true)]
     integrity_keys: std::path::PathBuf,
     /// The append-only file signed chain anchors are written to and verified against.
-    #[arg(long, global = true, env = "FACTLEDGER_ANCHOR_FILE", default_value = factledger::store::integrity::anchor::ANCHOR_FILE_DEFAULT)]
+    #[arg(long, global = true, env = "FACTLEDGER_ANCHOR_FILE", default_value = factledger::store::integrity::anchor::ANCHOR_FILE_DEFAULT, hide_env_values = true)]
     anchor_file: std::path::PathBuf,
     #[command(subcommand)]
     command: Command,
@@ -29,38 +34,61 @@ struct Cli {
 enum Command {
     /// Run the HTTP service (migrates the database first).
     Serve {
-        #[arg(long, env = "FACTLEDGER_LISTEN", default_value = LISTEN_DEFAULT)]
+        #[arg(long, env = "FACTLEDGER_LISTEN", default_value = LISTEN_DEFAULT, hide_env_values = true)]
         listen: String,
+        /// The metrics listener and the HTTP limits (boxed: `serve` has many flags).
+        #[command(flatten)]
+        http: Box<HttpArgs>,
         /// Country / data centre recorded on every event.
-        #[arg(long, env = "FACTLEDGER_COUNTRY", default_value = "ID")]
+        #[arg(
+            long,
+            env = "FACTLEDGER_COUNTRY",
+            default_value = "ID",
+            hide_env_values = true
+        )]
         country_code: String,
         /// Environment stamped on alerts (production, staging, dev…).
-        #[arg(long, env = "FACTLEDGER_ENV", default_value = "dev")]
+        #[arg(
+            long,
+            env = "FACTLEDGER_ENV",
+            default_value = "dev",
+            hide_env_values = true
+        )]
         environment: String,
         /// Base URL operators reach this API at; alerts link to the audit view there.
-        #[arg(long, env = "FACTLEDGER_PUBLIC_URL")]
+        #[arg(long, env = "FACTLEDGER_PUBLIC_URL", hide_env_values = true)]
         public_url: Option<String>,
         /// How long the cron lease lasts without renewal (ms); a dead holder's
         /// firings are taken over after it.
-        #[arg(long, env = "FACTLEDGER_CRON_LEASE_MS")]
+        #[arg(long, env = "FACTLEDGER_CRON_LEASE_MS", hide_env_values = true)]
         cron_lease_ms: Option<i64>,
         /// Test only: also fire a no-op `heartbeat` schedule with this cron
         /// expression (six fields for seconds), to prove singleton firing.
-        #[arg(long, hide = true, env = "FACTLEDGER_TEST_CRON_HEARTBEAT")]
+        #[arg(
+            long,
+            hide = true,
+            env = "FACTLEDGER_TEST_CRON_HEARTBEAT",
+            hide_env_values = true
+        )]
         test_cron_heartbeat: Option<String>,
         #[command(flatten)]
-        outbox: OutboxArgs,
+        outbox: Box<OutboxArgs>,
         /// Platform order sync: comma-separated countries (`ID`: every platform with a
         /// FACTLEDGER_PLATFORM_<PLATFORM>_URL) or pairs (`TIKTOK:ID`). Empty: none.
-        #[arg(long, env = "FACTLEDGER_PLATFORM_COUNTRIES", default_value = "")]
+        #[arg(
+            long,
+            env = "FACTLEDGER_PLATFORM_COUNTRIES",
+            default_value = "",
+            hide_env_values = true
+        )]
         platform_countries: String,
         /// When commission settlement fires: a cron expression, or `off` (another
         /// process settles). Default every 5 minutes.
-        #[arg(long, env = "FACTLEDGER_SETTLEMENT_EVERY", default_value = factledger::affiliate::settlement::SETTLEMENT_EVERY)]
+        #[arg(long, env = "FACTLEDGER_SETTLEMENT_EVERY", default_value = factledger::affiliate::settlement::SETTLEMENT_EVERY, hide_env_values = true)]
         settlement_every: String,
         /// Sign a chain anchor this often (seconds) when the log moved; 0: only on
         /// demand (`factledger anchor`, `POST /v1/audit/anchors`).
-        #[arg(long, env = "FACTLEDGER_ANCHOR_EVERY_S", default_value_t = ANCHOR_EVERY_S_DEFAULT)]
+        #[arg(long, env = "FACTLEDGER_ANCHOR_EVERY_S", default_value_t = ANCHOR_EVERY_S_DEFAULT, hide_env_values = true)]
         anchor_every_s: u64,
     },
     /// Apply pending migrations and exit.
@@ -147,6 +175,19 @@ enum Command {
     },
 }
 
+/// `serve`'s HTTP settings: where `/metrics` is open, and every limit of
+/// `factledger::api::limits` (README "Security: HTTP limits").
+#[derive(clap::Args)]
+struct HttpArgs {
+    /// Also serve `/metrics` here without authentication (a private address for the
+    /// scraper; on the main listener `/metrics` needs an admin, operator or auditor
+    /// key).
+    #[arg(long, env = "FACTLEDGER_METRICS_LISTEN", hide_env_values = true)]
+    metrics_listen: Option<String>,
+    #[command(flatten)]
+    limits: factledger::api::limits::HttpLimits,
+}
+
 #[derive(Subcommand)]
 enum CronAction {
     /// Every schedule with its next fire time, the lease holder and the newest
@@ -167,17 +208,17 @@ enum OutboxAction {
 struct OutboxArgs {
     /// Relay to NATS JetStream at this URL (nats://HOST:PORT). Credentials in the URL
     /// only through FACTLEDGER_NATS_URL.
-    #[arg(long, env = "FACTLEDGER_NATS_URL")]
+    #[arg(long, env = "FACTLEDGER_NATS_URL", hide_env_values = true)]
     nats_url: Option<String>,
     /// Subjects are <prefix>.<outbox type>.
-    #[arg(long, env = "FACTLEDGER_NATS_SUBJECT_PREFIX", default_value = factledger::outbox::nats::SUBJECT_PREFIX_DEFAULT)]
+    #[arg(long, env = "FACTLEDGER_NATS_SUBJECT_PREFIX", default_value = factledger::outbox::nats::SUBJECT_PREFIX_DEFAULT, hide_env_values = true)]
     nats_subject_prefix: String,
     /// The JetStream stream created over <prefix>.> when missing; empty: operations
     /// create streams themselves.
-    #[arg(long, env = "FACTLEDGER_NATS_STREAM", default_value = factledger::outbox::nats::STREAM_DEFAULT)]
+    #[arg(long, env = "FACTLEDGER_NATS_STREAM", default_value = factledger::outbox::nats::STREAM_DEFAULT, hide_env_values = true)]
     nats_stream: String,
     /// Write every outbox message to the log (target factledger::outbox).
-    #[arg(long, env = "FACTLEDGER_OUTBOX_LOG", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "FACTLEDGER_OUTBOX_LOG", default_value_t = true, action = clap::ArgAction::Set, hide_env_values = true)]
     outbox_log: bool,
 }
 
@@ -310,6 +351,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve {
             listen,
+            http,
             country_code,
             environment,
             public_url,
@@ -323,7 +365,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let cwd = std::env::current_dir()?;
             let platform_sync =
                 factledger::affiliate::sync::SyncConfig::from_env(&platform_countries)?;
-            let sinks = outbox.sinks()?;
+            let sinks = (*outbox).sinks()?;
             tracing::info!(
                 sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),
                 "outbox sinks"
@@ -340,6 +382,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 anchor_file: Some(cli.anchor_file.clone()),
                 anchor_every: (anchor_every_s > 0)
                     .then(|| std::time::Duration::from_secs(anchor_every_s)),
+                http_limits: http.limits.clone(),
                 ..Default::default()
             };
             let started =
@@ -356,7 +399,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .await
                 .with_context(|| format!("cannot listen on {listen}"))?;
             println!("factledger listening on http://{}", listener.local_addr()?);
-            factledger::server::serve(started.state, listener, shutdown_signal()).await?;
+            let (stop_tx, stop_rx) = tokio::sync::watch::channel(());
+            let metrics = match &http.metrics_listen {
+                Some(addr) => {
+                    Some(serve_metrics(&started.state, addr, &http.limits, stop_rx).await?)
+                }
+                None => None,
+            };
+            let shutdown = async move {
+                shutdown_signal().await;
+                let _ = stop_tx.send(());
+            };
+            factledger::server::serve(started.state, listener, shutdown).await?;
+            if let Some(task) = metrics {
+                task.await??;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Migrate => {
@@ -694,6 +751,26 @@ async fn jobs(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Bind `addr` and serve `/metrics` there until `stop` changes.
+async fn serve_metrics(
+    state: &factledger::api::AppState,
+    addr: &str,
+    limits: &factledger::api::limits::HttpLimits,
+    mut stop: tokio::sync::watch::Receiver<()>,
+) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<()>>> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (--metrics-listen)"))?;
+    println!("metrics on http://{}/metrics", listener.local_addr()?);
+    let (metrics, limits) = (state.metrics.clone(), limits.clone());
+    Ok(tokio::spawn(async move {
+        let stopped = async move {
+            let _ = stop.changed().await;
+        };
+        factledger::server::serve_metrics(metrics, listener, limits, stopped).await
+    }))
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -748,4 +825,31 @@ async fn rebuild_bill(db: &store::Database, scope: Option<&str>) -> anyhow::Resu
         "station_months_recomputed": recomputed})
         .to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    fn unhidden_env_args(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            if arg.get_env().is_some() && !arg.is_hide_env_values_set() {
+                out.push(format!("{path} --{}", arg.get_id()));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            unhidden_env_args(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn f11_every_argument_from_the_environment_hides_its_value_in_help() {
+        let mut unhidden = Vec::new();
+        unhidden_env_args(&Cli::command(), "factledger", &mut unhidden);
+        assert!(
+            unhidden.is_empty(),
+            "env values shown by --help: {unhidden:?}"
+        );
+    }
 }

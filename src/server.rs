@@ -103,6 +103,9 @@ pub struct ServeOptions {
     /// The integrity key file; `None`: the environment's or the default one (see
     /// `store::open`).
     pub integrity_keys: Option<std::path::PathBuf>,
+    /// Timeouts, connection cap and per-key rate limit of the HTTP listener (default:
+    /// the named constants of [`crate::api::limits`]).
+    pub http_limits: crate::api::limits::HttpLimits,
 }
 
 /// When settlement fires (`serve --settlement-every`).
@@ -330,6 +333,7 @@ pub async fn start_with(
     key_dir: &Path,
     mut options: ServeOptions,
 ) -> anyhow::Result<Started> {
+    options.http_limits.check()?;
     let metrics = metrics_handle();
     let db = match &options.integrity_keys {
         Some(path) => {
@@ -409,6 +413,7 @@ pub async fn start_with(
         jobs,
         background,
         callbacks: options.callbacks.clone(),
+        limits: Arc::new(crate::api::limits::Limits::new(options.http_limits.clone())),
     };
     Ok(Started { state, admin_key })
 }
@@ -432,7 +437,9 @@ fn check_sink_names(sinks: &[Arc<dyn crate::outbox::Sink>]) -> anyhow::Result<()
     Ok(())
 }
 
-/// Serve until the future `shutdown` completes.
+/// Serve until the future `shutdown` completes, within the state's HTTP limits
+/// (connections over the cap, slow heads and idle connections: see
+/// [`crate::api::conn`]).
 pub async fn serve(
     state: AppState,
     listener: tokio::net::TcpListener,
@@ -440,8 +447,22 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, database = state.store.backend(), "factledger listening");
-    axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let limits = state.limits.http.clone();
+    api::conn::serve(listener, api::router(state), &limits, shutdown).await?;
+    Ok(())
+}
+
+/// Serve `/metrics` alone, unauthenticated, until `shutdown` completes
+/// (`serve --metrics-listen`: bind it to a private address only). The same
+/// connection limits apply.
+pub async fn serve_metrics(
+    metrics: PrometheusHandle,
+    listener: tokio::net::TcpListener,
+    limits: crate::api::limits::HttpLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let addr: SocketAddr = listener.local_addr()?;
+    tracing::info!(%addr, "metrics listening (no authentication)");
+    api::conn::serve(listener, api::metrics_router(metrics), &limits, shutdown).await?;
     Ok(())
 }

@@ -664,7 +664,11 @@ both_backends!(
             .await;
         assert_eq!(status, StatusCode::OK);
         // /metrics carries the lag per projector.
-        let metrics = reqwest::get(format!("{}/metrics", app.base))
+        let metrics = app
+            .client
+            .get(format!("{}/metrics", app.base))
+            .bearer_auth(&app.key)
+            .send()
             .await
             .unwrap()
             .text()

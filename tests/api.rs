@@ -866,7 +866,11 @@ both_backends!(
         assert_eq!(app.get_as("/health", None).await.status, StatusCode::OK);
         app.ok("w-1", open("user-1")).await;
 
-        let m = app.get_as("/metrics", None).await;
+        // /metrics needs a key on the main listener (issue 14, F1).
+        app.get_as("/metrics", None)
+            .await
+            .problem(401, "UNAUTHORIZED", None);
+        let m = app.get("/metrics").await;
         assert_eq!(m.status, StatusCode::OK);
         assert!(m.header("content-type").unwrap().starts_with("text/plain"));
         let text = String::from_utf8(m.bytes.clone()).unwrap();
@@ -1008,7 +1012,7 @@ both_backends!(
         assert_eq!(p[0]["name"], "wallet");
         assert!(p[0]["position"].as_i64().unwrap() >= last, "{p}");
         assert_eq!(p[0]["last_error"], Value::Null);
-        let metrics = app.get_as("/metrics", None).await;
+        let metrics = app.get("/metrics").await;
         let text = String::from_utf8_lossy(&metrics.bytes).into_owned();
         assert!(text.contains("factledger_projection_lag_events"), "{text}");
     }

@@ -354,9 +354,15 @@ impl Drop for Server {
 
 impl Server {
     fn start(dir: &Path, url: &str, port: u16) -> Server {
+        Self::start_with(dir, url, port, &[])
+    }
+
+    /// [`Server::start`] with more `serve` arguments.
+    fn start_with(dir: &Path, url: &str, port: u16, more: &[&str]) -> Server {
         let mut child = factledger(dir)
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--database-url", url])
+            .args(more)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -531,4 +537,77 @@ async fn command_logs_are_json_lines_with_request_id_actor_and_wallet() {
     assert!(text.contains(&format!("key:{key_id}")), "actor in {text}");
     assert!(text.contains("w-log"), "wallet id in {text}");
     assert!(text.contains("Open"), "command in {text}");
+}
+
+// Issue 14 ---------------------------------------------------------------------------
+
+#[test]
+fn f11_help_never_prints_the_database_password() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["--help"][..],
+        &["serve", "--help"][..],
+        &["migrate", "--help"][..],
+    ] {
+        let out = factledger(dir.path())
+            .env("DATABASE_URL", "mysql://ledger:s3cr3t-pw@127.0.0.1:3306/fl")
+            .env(
+                "FACTLEDGER_NATS_URL",
+                "nats://relay:nats-s3cr3t@127.0.0.1:4222",
+            )
+            .args(args)
+            .output()
+            .expect("run factledger");
+        let text = succeeded(&out);
+        assert!(text.contains("DATABASE_URL"), "{text}");
+        assert!(
+            !text.contains("s3cr3t"),
+            "{args:?} printed a secret from the environment:\n{text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f1_serve_metrics_listen_serves_metrics_unauthenticated_and_the_main_listener_needs_a_key()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_url(dir.path());
+    let client = reqwest::Client::new();
+    let (port, metrics_port) = (free_port(), free_port());
+    let base = format!("http://127.0.0.1:{port}");
+    let metrics_addr = format!("127.0.0.1:{metrics_port}");
+    let mut server = Server::start_with(
+        dir.path(),
+        &url,
+        port,
+        &[
+            "--metrics-listen",
+            &metrics_addr,
+            "--request-timeout-ms",
+            "20000",
+        ],
+    );
+    server.wait_for_line("factledger listening on", Duration::from_secs(15));
+    wait_healthy(&client, &base).await;
+    let r = client.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = client
+        .get(format!("http://{metrics_addr}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("factledger_http_requests_total"), "{text}");
+    // A zero limit is refused naming the flag.
+    let out = factledger(dir.path())
+        .args(["serve", "--connections-max", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--connections-max"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -801,6 +801,7 @@ both_backends!(
         assert!(s["failing_since"].is_string(), "{s}");
         let metrics = client
             .get(format!("{base}/metrics"))
+            .bearer_auth(&auditor.secret)
             .send()
             .await
             .expect("request")

@@ -6,6 +6,7 @@
 //! **Architecture invariant:** this crate does no I/O. No sqlx, no network, no clock:
 //! time arrives inside commands. Everything here is a pure function of state and input,
 //! which is what makes replay, rebuild and reconciliation trustworthy.
+#![forbid(unsafe_code)]
 
 pub mod affiliate;
 pub mod affiliate_link;

@@ -4,6 +4,7 @@
 //! is itself recorded as events). It never calls a remote service or reads a clock,
 //! so replaying the same events always yields the same rows (SPEC R-INV-10). Writing
 //! the rows (SQL per backend, checkpoints) is the runner's job in the service.
+#![forbid(unsafe_code)]
 
 pub mod affiliate;
 pub mod bill;

@@ -8,8 +8,10 @@ mod bill_reads;
 mod bill_refresh;
 mod bills;
 mod callbacks;
+pub mod conn;
 mod cron;
 mod jobs;
+pub mod limits;
 mod outbox;
 mod problem;
 mod rebuilds;
@@ -65,9 +67,12 @@ pub struct AppState {
     pub background: Arc<crate::server::Background>,
     /// Callback providers (`POST /v1/callbacks/{provider}`).
     pub callbacks: crate::callbacks::Registry,
+    /// The HTTP limits and the per-key rate buckets.
+    pub limits: Arc<limits::Limits>,
 }
 
 pub fn router(state: AppState) -> Router {
+    let request_timeout = std::time::Duration::from_millis(state.limits.http.request_timeout_ms);
     Router::new()
         .route("/health", get(system::health))
         .route("/metrics", get(system::metrics))
@@ -187,6 +192,10 @@ pub fn router(state: AppState) -> Router {
             get(streams::get_events),
         )
         .layer(axum::extract::DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .layer(axum::middleware::from_fn_with_state(
+            request_timeout,
+            limits::request_timeout,
+        ))
         .layer(axum::middleware::from_fn(track_metrics))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
@@ -201,9 +210,39 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// `/metrics` alone, unauthenticated: what `serve --metrics-listen` serves on its own
+/// address (meant for a private network; the main listener asks for a key).
+pub fn metrics_router(metrics: PrometheusHandle) -> Router {
+    Router::new()
+        .route("/metrics", get(system::open_metrics))
+        .with_state(metrics)
+}
+
+/// The `method` label: the standard methods by name, anything else as `OTHER`, so
+/// a client inventing methods cannot mint label sets (issue 14, F1). The `route`
+/// label is the matched route template or `unmatched`, never the raw path.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    const KNOWN: [(Method, &str); 9] = [
+        (Method::GET, "GET"),
+        (Method::POST, "POST"),
+        (Method::PUT, "PUT"),
+        (Method::DELETE, "DELETE"),
+        (Method::PATCH, "PATCH"),
+        (Method::HEAD, "HEAD"),
+        (Method::OPTIONS, "OPTIONS"),
+        (Method::CONNECT, "CONNECT"),
+        (Method::TRACE, "TRACE"),
+    ];
+    KNOWN
+        .iter()
+        .find(|(m, _)| m == method)
+        .map_or("OTHER", |(_, name)| name)
+}
+
 async fn track_metrics(req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -211,7 +250,7 @@ async fn track_metrics(req: Request, next: Next) -> Response {
         .unwrap_or_else(|| "unmatched".to_owned());
     let response = next.run(req).await;
     let status = response.status().as_u16().to_string();
-    metrics::counter!("factledger_http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status)
+    metrics::counter!("factledger_http_requests_total", "method" => method, "route" => route.clone(), "status" => status)
         .increment(1);
     metrics::histogram!("factledger_http_request_duration_seconds", "method" => method, "route" => route)
         .record(started.elapsed().as_secs_f64());
@@ -327,8 +366,13 @@ impl FromRequestParts<AppState> for Caller {
             .keys
             .authenticate(secret)
             .await
-            .map_err(|e| Problem::internal(format!("key lookup failed: {e}")))?
+            .map_err(|e| Problem::internal(format!("key lookup failed: {e:#}")))?
             .ok_or_else(|| Problem::unauthorized("unknown or revoked API key"))?;
+        state
+            .limits
+            .rate
+            .check(&principal.key_id)
+            .map_err(limits::rate_limited)?;
         let request_id = header(headers, REQUEST_ID.as_str())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         // W3C traceparent: 00-<32 hex trace id>-<16 hex parent>-<flags>.

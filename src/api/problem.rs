@@ -1,6 +1,12 @@
 //! Errors as RFC 9457 problem details (`application/problem+json`), each with a
 //! stable `code` and, where there is one, the offending `field`. This is the only
 //! place errors become HTTP.
+//!
+//! **500s never carry internal text** (issue 14, F11). [`Problem::internal`] and
+//! [`Problem::internal_coded`] log the real error at `error` level under a fresh
+//! `error_id` and answer only a fixed sentence with that id; the client quotes the id,
+//! the operator finds the log line. As a safety net, any other 500 that reaches
+//! [`IntoResponse`] without an id gets one the same way and its detail replaced.
 
 use crate::bus::BusError;
 use crate::store::StoreError;
@@ -19,7 +25,14 @@ pub struct Problem {
     pub detail: String,
     /// The request field the problem is about.
     pub field: Option<String>,
+    /// For 500s: the id the error was logged under.
+    pub error_id: Option<String>,
+    /// Sent as `Retry-After` (seconds) with 429 and 503 answers.
+    pub retry_after_s: Option<u64>,
 }
+
+/// The detail every 500 answers with; the error itself is only in the log.
+const INTERNAL_DETAIL: &str = "the service failed to handle this request";
 
 /// The RFC 9457 body of a [`Problem`].
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -36,6 +49,9 @@ pub struct ProblemBody {
     /// The request field the problem is about.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// For 500s: quote it to the operator, who finds the error logged under it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_id: Option<String>,
 }
 
 impl Problem {
@@ -45,6 +61,8 @@ impl Problem {
             code,
             detail: detail.into(),
             field: None,
+            error_id: None,
+            retry_after_s: None,
         }
     }
 
@@ -59,6 +77,7 @@ impl Problem {
             detail: self.detail.clone(),
             code: self.code.to_owned(),
             field: self.field.clone(),
+            error_id: self.error_id.clone(),
         }
     }
 
@@ -80,20 +99,62 @@ impl Problem {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, detail).field(field)
     }
 
-    pub fn internal(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", detail)
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after_s = Some(seconds);
+        self
+    }
+
+    /// A 500 `INTERNAL`: `error` is logged under a fresh error id and never answered.
+    pub fn internal(error: impl std::fmt::Display) -> Self {
+        Self::internal_coded("INTERNAL", INTERNAL_DETAIL, error)
+    }
+
+    /// A 500 with its own stable `code` and a fixed public sentence (which must hold
+    /// no internal text); `error` is logged under a fresh error id.
+    pub fn internal_coded(
+        code: &'static str,
+        public_detail: &str,
+        error: impl std::fmt::Display,
+    ) -> Self {
+        let error_id = uuid::Uuid::new_v4().simple().to_string();
+        tracing::error!(%error_id, code, error = %error, "internal error");
+        let mut p = Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            code,
+            format!("{public_detail}; error_id {error_id} identifies it in the service log"),
+        );
+        p.error_id = Some(error_id);
+        p
+    }
+
+    /// What goes on the wire: a 500 built without [`Problem::internal_coded`] is
+    /// logged and scrubbed here.
+    fn scrubbed(self) -> Self {
+        if self.status != StatusCode::INTERNAL_SERVER_ERROR || self.error_id.is_some() {
+            return self;
+        }
+        let mut p = Self::internal_coded(self.code, INTERNAL_DETAIL, &self.detail);
+        p.retry_after_s = self.retry_after_s;
+        p
     }
 }
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
-        (
-            self.status,
+        let problem = self.scrubbed();
+        let body = serde_json::to_vec(&problem.body()).unwrap_or_default();
+        let mut response = (
+            problem.status,
             [(header::CONTENT_TYPE, "application/problem+json")],
             body,
         )
-            .into_response()
+            .into_response();
+        if let Some(s) = problem.retry_after_s {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(s));
+        }
+        response
     }
 }
 
@@ -130,14 +191,11 @@ impl From<StoreError> for Problem {
             StoreError::Conflict { .. } => {
                 Problem::new(StatusCode::CONFLICT, "CONCURRENCY_CONFLICT", e.to_string())
             }
-            other => {
-                tracing::error!(error = %other, "store error");
-                Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "STORE_ERROR",
-                    "the event store failed; nothing was written",
-                )
-            }
+            other => Problem::internal_coded(
+                "STORE_ERROR",
+                "the event store failed; nothing was written",
+                other,
+            ),
         }
     }
 }
@@ -165,14 +223,11 @@ where
                 format!("a ledger entry for {r} already exists; it takes effect once"),
             )
             .field("ref_id"),
-            BusError::Invariant(v) => {
-                tracing::error!(error = %v, "invariant violation in stored events");
-                Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "INVARIANT_VIOLATION",
-                    v.to_string(),
-                )
-            }
+            BusError::Invariant(v) => Problem::internal_coded(
+                "INVARIANT_VIOLATION",
+                "the stored events of this stream break an invariant; nothing was written",
+                format!("invariant violation in stored events: {v}"),
+            ),
             BusError::Store(s) => s.into(),
             BusError::ShutDown => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -224,5 +279,87 @@ mod tests {
         assert_eq!(json["code"], "INSUFFICIENT_BALANCE");
         assert_eq!(json["field"], "amount_minor");
         assert_eq!(json["title"], "Conflict");
+    }
+
+    /// A log sink for one test (the subscriber is set for this thread only).
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
+        let sink = Captured::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let out = tracing::subscriber::with_default(subscriber, f);
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        (out, text)
+    }
+
+    #[test]
+    fn f11_internal_errors_are_logged_under_their_error_id_and_never_answered() {
+        let (p, log) = logged(|| Problem::internal("no such table: api_keys"));
+        let id = p.error_id.clone().expect("error id");
+        let body = serde_json::to_string(&p.body()).unwrap();
+        assert!(!body.contains("api_keys"), "{body}");
+        assert!(body.contains(&id), "{body}");
+        assert_eq!(p.code, "INTERNAL");
+        assert!(log.contains("ERROR"), "{log}");
+        assert!(
+            log.contains(&id) && log.contains("no such table: api_keys"),
+            "{log}"
+        );
+    }
+
+    #[test]
+    fn f11_store_and_invariant_errors_keep_their_code_but_not_their_text() {
+        let (p, log) = logged(|| Problem::from(StoreError::OutcomeUnknown("x".into())));
+        assert_eq!(p.code, "OUTCOME_UNKNOWN");
+        assert!(log.is_empty(), "{log}");
+        let (p, _) = logged(|| {
+            Problem::from(BusError::<WalletError>::Invariant(
+                factledger_aggregates::InvariantViolation("balance 7 != 9 in w-secret".into()),
+            ))
+        });
+        assert_eq!(p.code, "INVARIANT_VIOLATION");
+        assert!(p.error_id.is_some());
+        assert!(!p.detail.contains("w-secret"), "{}", p.detail);
+    }
+
+    #[tokio::test]
+    async fn f11_a_500_built_by_hand_is_scrubbed_on_the_way_out() {
+        let p = Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "SOME_CODE",
+            "pool: secret",
+        );
+        let response = p.into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body["code"], "SOME_CODE");
+        assert!(body["error_id"].is_string(), "{body}");
+        assert!(!body.to_string().contains("secret"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_problem_with_retry_after_sends_the_header() {
+        let response = Problem::new(StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED", "slow down")
+            .retry_after(3)
+            .into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "3");
     }
 }

@@ -219,11 +219,35 @@ pub async fn projections(
     )
 }
 
-/// Prometheus text exposition (no authentication, like most scrapers expect).
-pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+/// Prometheus text exposition on the main listener: for admin, operator and auditor
+/// keys (monitoring is operations, and reading it changes nothing); a service key,
+/// which sends business commands, is refused. Scrapers without a key use
+/// `serve --metrics-listen` on a private address instead.
+pub async fn metrics(
+    State(state): State<AppState>,
+    caller: super::Caller,
+) -> Result<impl IntoResponse, Problem> {
+    use crate::auth::Role;
+    let role = caller.principal.role;
+    if !matches!(role, Role::Admin | Role::Operator | Role::Auditor) {
+        return Err(Problem::forbidden(&format!(
+            "role {role} may not read /metrics: it is for admin, operator and auditor keys"
+        )));
+    }
+    Ok(exposition(&state.metrics))
+}
+
+/// `/metrics` on the `--metrics-listen` address: no authentication.
+pub async fn open_metrics(
+    State(metrics): State<metrics_exporter_prometheus::PrometheusHandle>,
+) -> impl IntoResponse {
+    exposition(&metrics)
+}
+
+fn exposition(metrics: &metrics_exporter_prometheus::PrometheusHandle) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
+        metrics.render(),
     )
 }
 

@@ -25,6 +25,10 @@ use std::fmt::Write as _;
 
 /// Connections in the pool: the writer, readers and background workers.
 pub const POOL_CONNECTIONS_MAX: u32 = 16;
+/// How long a task waits for a pooled connection before failing (sqlx's default is
+/// 30 s; a wait this long means the pool is exhausted, and the caller should hear so
+/// well inside the HTTP request timeout).
+pub const POOL_ACQUIRE_TIMEOUT_S: u64 = 10;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/mysql");
 
@@ -58,6 +62,7 @@ impl MysqlStore {
     ) -> anyhow::Result<Self> {
         let pool = MySqlPoolOptions::new()
             .max_connections(POOL_CONNECTIONS_MAX)
+            .acquire_timeout(std::time::Duration::from_secs(POOL_ACQUIRE_TIMEOUT_S))
             .after_connect(|conn, _| {
                 Box::pin(async move {
                     // Strict mode is load-bearing: the append guard relies on a NULL

@@ -21,8 +21,16 @@ use std::time::Duration;
 
 /// Readers in the pool (WAL lets them run beside the one writer).
 pub const POOL_CONNECTIONS_MAX: u32 = 8;
-/// How long a writer waits for the database lock before failing.
+/// How long a writer waits for the database lock before failing (below the HTTP
+/// request timeout, so a locked database answers as a store error first).
 pub const BUSY_TIMEOUT_S: u64 = 10;
+/// How long a task waits for a pooled connection before failing (sqlx's default is
+/// 30 s; a wait this long means the pool is exhausted, and the caller should hear so).
+pub const POOL_ACQUIRE_TIMEOUT_S: u64 = 10;
+/// Mode of a database file this process creates: owner only. SQLite gives the `-wal`
+/// and `-shm` files it creates beside it the database file's mode.
+#[cfg(unix)]
+pub const DATABASE_FILE_MODE: u32 = 0o600;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -31,12 +39,50 @@ pub struct SqliteStore {
     keyring: std::sync::Arc<super::Keyring>,
 }
 
+/// Create a missing database file with [`DATABASE_FILE_MODE`] before SQLite opens it
+/// (SQLite would create it 0644 under the usual umask; issue 14, F11). An existing
+/// file keeps its mode: an operator may have chosen it; a readable one is warned of.
+fn create_private(url: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    let name = path.to_string_lossy();
+    let not_a_new_file = url.contains("mode=ro") || url.contains("mode=memory");
+    if not_a_new_file || name.is_empty() || name == ":memory:" || name.starts_with("file:") {
+        return Ok(());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(DATABASE_FILE_MODE)
+            .open(path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let mode = std::fs::metadata(path)?.permissions().mode();
+                if mode & 0o077 != 0 {
+                    tracing::warn!(path = %name, mode = format!("{:o}", mode & 0o777),
+                        "the database file is readable by others than its owner; chmod 600 it");
+                }
+            }
+            Err(e) => {
+                return Err(anyhow::anyhow!(
+                    "cannot create the database file {name}: {e}"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 impl SqliteStore {
     pub async fn connect(
         url: &str,
         keyring: std::sync::Arc<super::Keyring>,
     ) -> anyhow::Result<Self> {
-        let opts = SqliteConnectOptions::from_str(url)?
+        let opts = SqliteConnectOptions::from_str(url)?;
+        create_private(url, opts.get_filename())?;
+        let opts = opts
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
@@ -44,6 +90,7 @@ impl SqliteStore {
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
             .max_connections(POOL_CONNECTIONS_MAX)
+            .acquire_timeout(Duration::from_secs(POOL_ACQUIRE_TIMEOUT_S))
             .connect_with(opts)
             .await?;
         let applied = sqlx::query_as::<_, (i64, Vec<u8>, bool)>(

@@ -3,6 +3,7 @@
 //! `cargo run --release -p factledger-bench -- commands --database-url mysql://root@127.0.0.1:3306/factledger_bench`
 //!
 //! The database named in the URL is dropped and re-created for every scenario.
+#![forbid(unsafe_code)]
 
 mod bill;
 mod ingest;

@@ -48,6 +48,7 @@
 //! - `POST /control/settings` `{"duplicate_page_boundary": true}`: every page after the
 //!   first repeats the previous page's last order (offset drift, as real APIs do).
 //! - `GET /control/requests`: the order requests served so far; `POST /control/reset`.
+#![forbid(unsafe_code)]
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

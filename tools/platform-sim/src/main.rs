@@ -1,6 +1,7 @@
 //! `platform-sim`: serve simulated platform order APIs for demos
 //! (`cargo run -p platform-sim -- --listen 127.0.0.1:9100`). See the library docs for
 //! the API and the control endpoints.
+#![forbid(unsafe_code)]
 
 use clap::Parser;
 use platform_sim::{spawn, Sim, PLATFORMS};
