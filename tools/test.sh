@@ -6,6 +6,9 @@
 #   1b. make sure a NATS server with JetStream answers on 127.0.0.1:4222 (installs the
 #      Debian package nats-server when missing and starts `nats-server -js` in the
 #      background, store under /tmp; the outbox relay tests publish to it),
+#   1c. give that MariaDB a self-signed TLS certificate (tools/mariadb-tls.sh: CA and
+#      server cert under /etc/mysql/factledger-tls, restarting the server once if it
+#      ran without TLS) and export FACTLEDGER_TEST_MYSQL_TLS_CA for tests/tls.rs,
 #   2. drop stale `fl_test_*` databases left by earlier, interrupted runs,
 #   3. cargo fmt --check, cargo clippy -D warnings, cargo test (both in the dev
 #      profile, so dependencies are built once for it; no release build).
@@ -17,6 +20,9 @@
 #   FL_TEST_DB_STALE_MIN      default 10: `fl_test_*` databases with no table created
 #                             in this many minutes are leftovers and get dropped
 #                             (younger ones may belong to a concurrent run)
+#   FL_TLS_QUIET_WAIT_S       default 120: how long tools/mariadb-tls.sh waits for other
+#                             clients to finish before it restarts a MariaDB that
+#                             runs without TLS (once; later runs only check)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -27,6 +33,7 @@ readonly MYSQL_SOCK=/run/mysqld/mysqld.sock
 readonly MYSQL_LOG=/var/log/mysql/error.log
 readonly MARIADB_START_TIMEOUT_S=60
 readonly FL_TEST_DB_STALE_MIN="${FL_TEST_DB_STALE_MIN:-10}"
+readonly MYSQL_TLS_DIR=/etc/mysql/factledger-tls
 readonly NATS_HOST=127.0.0.1
 readonly NATS_PORT=4222
 readonly NATS_STORE_DIR=/tmp/factledger-nats
@@ -238,6 +245,11 @@ section "MariaDB on ${MYSQL_HOST}:${MYSQL_PORT}"
 ensure_mariadb
 drop_stale_test_databases
 echo "FACTLEDGER_TEST_MYSQL_URL=$FACTLEDGER_TEST_MYSQL_URL"
+
+section "MariaDB TLS (self-signed test certificate)"
+tools/mariadb-tls.sh "$MYSQL_TLS_DIR"
+export FACTLEDGER_TEST_MYSQL_TLS_CA="$MYSQL_TLS_DIR/ca.pem"
+echo "FACTLEDGER_TEST_MYSQL_TLS_CA=$FACTLEDGER_TEST_MYSQL_TLS_CA"
 
 section "NATS JetStream on ${NATS_HOST}:${NATS_PORT}"
 ensure_nats
