@@ -10,8 +10,11 @@
 #      server cert under /etc/mysql/factledger-tls, restarting the server once if it
 #      ran without TLS) and export FACTLEDGER_TEST_MYSQL_TLS_CA for tests/tls.rs,
 #   2. drop stale `fl_test_*` databases left by earlier, interrupted runs,
-#   3. cargo fmt --check, cargo clippy -D warnings, cargo test (both in the dev
-#      profile, so dependencies are built once for it; no release build).
+#   3. cargo fmt --check, cargo clippy -D warnings, cargo deny (supply chain: bans,
+#      licenses, sources always; advisories when the RustSec database can be
+#      fetched, else skipped with a message; cargo-deny is installed when missing),
+#      cargo test (dev profile, so dependencies are built once for it; no release
+#      build).
 # Tests run against SQLite and MariaDB inside the same test binaries.
 #
 # Environment (all optional):
@@ -39,6 +42,11 @@ readonly NATS_PORT=4222
 readonly NATS_STORE_DIR=/tmp/factledger-nats
 readonly NATS_LOG=/tmp/factledger-nats.log
 readonly NATS_START_TIMEOUT_S=30
+# Builds with rustc >= 1.88; pinned so every machine checks with the same rules.
+readonly CARGO_DENY_VERSION=0.20.2
+# The advisory database is a git repository on GitHub; where it cannot be reached
+# (offline CI, a sandbox) the advisories check is skipped rather than left hanging.
+readonly ADVISORY_DB_FETCH_TIMEOUT_S=60
 
 export FACTLEDGER_TEST_MYSQL_URL="mysql://root@${MYSQL_HOST}:${MYSQL_PORT}"
 export FACTLEDGER_TEST_NATS_URL="nats://${NATS_HOST}:${NATS_PORT}"
@@ -238,6 +246,28 @@ ensure_nats() {
   done
 }
 
+# Installed once, outside the project's target dir (cargo install would otherwise
+# honour CARGO_TARGET_DIR and leave a release build of cargo-deny in it).
+ensure_cargo_deny() {
+  if cargo deny --version >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "installing cargo-deny $CARGO_DENY_VERSION (once; a few minutes to build)"
+  env -u CARGO_TARGET_DIR cargo install --locked cargo-deny --version "$CARGO_DENY_VERSION"
+}
+
+# Advisories only when the database can be fetched now: a stale local copy would
+# pass silently, and an unreachable GitHub must not fail the whole check.
+check_advisories() {
+  if timeout "$ADVISORY_DB_FETCH_TIMEOUT_S" cargo deny fetch db; then
+    cargo deny --offline check advisories
+  else
+    echo "cargo deny check advisories: SKIPPED - the RustSec advisory database" \
+      "(https://github.com/rustsec/advisory-db) could not be fetched within" \
+      "${ADVISORY_DB_FETCH_TIMEOUT_S} s; run it where GitHub is reachable"
+  fi
+}
+
 section "Rust toolchain"
 ensure_rust
 
@@ -262,6 +292,12 @@ cargo fmt --all -- --check
 
 section "cargo clippy (dev profile, -D warnings)"
 cargo clippy --workspace --all-targets -- -D warnings
+
+section "cargo deny (bans, licenses, sources; advisories when reachable)"
+ensure_cargo_deny
+cargo deny --version
+cargo deny check bans licenses sources
+check_advisories
 
 section "cargo test (dev profile; SQLite and MariaDB)"
 cargo test --workspace
