@@ -3,7 +3,7 @@
 //! passwords — and keeps authentication off the hot path's CPU budget).
 
 use chrono::Utc;
-use rand::RngCore;
+use rand::Rng;
 use sha2::{Digest, Sha256};
 use sqlx::{MySqlPool, Row, SqlitePool};
 use std::fmt;
@@ -86,7 +86,7 @@ pub fn hash_key(secret: &str) -> String {
 }
 
 fn generate(role: Role) -> NewKey {
-    let mut rng = rand::thread_rng();
+    let mut rng = rand::rng();
     let mut id = [0u8; 6];
     let mut secret = [0u8; 32];
     rng.fill_bytes(&mut id);

@@ -439,7 +439,7 @@ where
             StoreError::Conflict { .. } if p.attempts + 1 < CONFLICT_RETRIES_MAX => {
                 p.attempts += 1;
                 let ceiling_ms = (1u64 << p.attempts.min(6)).min(CONFLICT_BACKOFF_MS_MAX);
-                let pause_us = rand::Rng::gen_range(&mut rand::thread_rng(), 0..=ceiling_ms * 1000);
+                let pause_us = rand::RngExt::random_range(&mut rand::rng(), 0..=ceiling_ms * 1000);
                 tokio::time::sleep(std::time::Duration::from_micros(pause_us)).await;
                 metrics::counter!("factledger_bus_conflict_retries_total", "aggregate" => A::TYPE)
                     .increment(1);

@@ -656,7 +656,7 @@ where
             }
             Err(StoreError::Conflict { .. }) if attempts < UNIT_CONFLICT_RETRIES_MAX => {
                 let ceiling_ms = (1u64 << attempts.min(6)).min(UNIT_CONFLICT_BACKOFF_MS_MAX);
-                let pause_us = rand::Rng::gen_range(&mut rand::thread_rng(), 0..=ceiling_ms * 1000);
+                let pause_us = rand::RngExt::random_range(&mut rand::rng(), 0..=ceiling_ms * 1000);
                 tokio::time::sleep(std::time::Duration::from_micros(pause_us)).await;
                 metrics::counter!("factledger_unit_conflict_retries_total").increment(1);
             }

@@ -20,7 +20,7 @@ use factledger_projections::bill::tables::{
 };
 use factledger_projections::bill::{StationMonth, YearMonth};
 use factledger_projections::table::{Cell, MemRow, TableDef};
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -979,7 +979,7 @@ async fn spoil(db: &TestDb) {
 /// A partner bill of the station's partner account: 400 and 401 are account 201's,
 /// 402 and 403 account 202's (diffs link any of them).
 fn own_bill(station: i64, rng: &mut rand::rngs::StdRng) -> i64 {
-    (if station == 100 { 400 } else { 402 }) + rng.gen_range(0..2)
+    (if station == 100 { 400 } else { 402 }) + rng.random_range(0..2)
 }
 
 /// A seeded random sequence of bill facts over two stations and three months,
@@ -998,16 +998,16 @@ async fn random_facts(f: &Facts<'_>, db: &TestDb, p: &ProjectionDb, seed: u64, e
     let mut results = Vec::new();
     let mut orders = 0i64;
     for step in 0..150usize {
-        let station = stations[rng.gen_range(0..2)];
-        let month = months[rng.gen_range(0..months.len())];
+        let station = stations[rng.random_range(0..2)];
+        let month = months[rng.random_range(0..months.len())];
         let account = if station == 100 { 101 } else { 102 };
         let partner_account = if station == 100 { 201 } else { 202 };
         let org = if station == 100 { 301 } else { 302 };
         let m: i64 = month.parse().expect("month");
-        match rng.gen_range(0..12) {
+        match rng.random_range(0..12) {
             0 | 1 => {
                 // Now and then a bill moves to the other station's account.
-                let account = if rng.gen_bool(0.15) {
+                let account = if rng.random_bool(0.15) {
                     203 - account
                 } else {
                     account
@@ -1017,56 +1017,63 @@ async fn random_facts(f: &Facts<'_>, db: &TestDb, p: &ProjectionDb, seed: u64, e
                     month,
                     station * 1_000_000 + m,
                     account,
-                    rng.gen_range(1..20) * 100,
+                    rng.random_range(1..20) * 100,
                 )
                 .await
             }
             2 => {
-                let bill = 400 + rng.gen_range(0..4);
-                let linked = rng.gen_bool(0.8).then_some(bill);
+                let bill = 400 + rng.random_range(0..4);
+                let linked = rng.random_bool(0.8).then_some(bill);
                 f.diff(station, month, station * 1_000_000 + m + 5, linked)
                     .await
             }
             3 | 4 => {
-                let pre_rent = rng.gen_bool(0.9).then(|| rng.gen_range(0..12) * 100);
+                let pre_rent = rng.random_bool(0.9).then(|| rng.random_range(0..12) * 100);
                 f.partner_bill(
                     own_bill(station, &mut rng),
                     partner_account,
                     month,
                     pre_rent,
-                    rng.gen_range(0..3) * 10,
+                    rng.random_range(0..3) * 10,
                 )
                 .await
             }
             5 => {
                 let id = 9000 + step as i64;
-                let status = ["PAY_SUCCESS", "PAY_FAIL", "PAYING"][rng.gen_range(0..3)];
-                f.result(id, station, month, org, status, rng.gen_range(1..8) * 100)
-                    .await;
+                let status = ["PAY_SUCCESS", "PAY_FAIL", "PAYING"][rng.random_range(0..3)];
+                f.result(
+                    id,
+                    station,
+                    month,
+                    org,
+                    status,
+                    rng.random_range(1..8) * 100,
+                )
+                .await;
                 results.push(id);
             }
             6 if !results.is_empty() => {
-                let id = results[rng.gen_range(0..results.len())];
+                let id = results[rng.random_range(0..results.len())];
                 f.void(id).await;
             }
             7 => {
-                let cutoff = months[rng.gen_range(0..months.len())];
+                let cutoff = months[rng.random_range(0..months.len())];
                 f.customer_account(account, "202601", Some(cutoff)).await
             }
             8 => {
                 f.opening_deduction(
-                    600 + rng.gen_range(0..3),
+                    600 + rng.random_range(0..3),
                     partner_account,
-                    rng.gen_range(0..5) * 10,
+                    rng.random_range(0..5) * 10,
                 )
                 .await
             }
             9 => {
                 f.opening_paid(
-                    700 + rng.gen_range(0..3),
+                    700 + rng.random_range(0..3),
                     station,
                     org,
-                    rng.gen_range(0..5) * 100,
+                    rng.random_range(0..5) * 100,
                 )
                 .await
             }
@@ -1075,15 +1082,15 @@ async fn random_facts(f: &Facts<'_>, db: &TestDb, p: &ProjectionDb, seed: u64, e
                 let (order, line) = (800 + orders, 8000 + orders);
                 f.order_in_review(order, line, station, month).await;
                 f.lock(900 + orders, station, month, order, line).await;
-                if rng.gen_bool(0.5) {
+                if rng.random_bool(0.5) {
                     f.approve(order, line).await;
                 }
-                if rng.gen_bool(0.5) {
+                if rng.random_bool(0.5) {
                     f.release(900 + orders, station, month).await;
                 }
             }
-            11 if rng.gen_bool(0.3) => {
-                let platform = rng.gen_bool(0.7).then_some(station);
+            11 if rng.random_bool(0.3) => {
+                let platform = rng.random_bool(0.7).then_some(station);
                 f.partner_account(partner_account, org, platform).await
             }
             _ => f.repush(own_bill(station, &mut rng)).await,

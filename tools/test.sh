@@ -6,9 +6,15 @@
 #   1b. make sure a NATS server with JetStream answers on 127.0.0.1:4222 (installs the
 #      Debian package nats-server when missing and starts `nats-server -js` in the
 #      background, store under /tmp; the outbox relay tests publish to it),
+#   1c. give that MariaDB a self-signed TLS certificate (tools/mariadb-tls.sh: CA and
+#      server cert under /etc/mysql/factledger-tls, restarting the server once if it
+#      ran without TLS) and export FACTLEDGER_TEST_MYSQL_TLS_CA for tests/tls.rs,
 #   2. drop stale `fl_test_*` databases left by earlier, interrupted runs,
-#   3. cargo fmt --check, cargo clippy -D warnings, cargo test (both in the dev
-#      profile, so dependencies are built once for it; no release build).
+#   3. cargo fmt --check, cargo clippy -D warnings, cargo deny (supply chain: bans,
+#      licenses, sources always; advisories when the RustSec database can be
+#      fetched, else skipped with a message; cargo-deny is installed when missing),
+#      cargo test (dev profile, so dependencies are built once for it; no release
+#      build).
 # Tests run against SQLite and MariaDB inside the same test binaries.
 #
 # Environment (all optional):
@@ -17,6 +23,9 @@
 #   FL_TEST_DB_STALE_MIN      default 10: `fl_test_*` databases with no table created
 #                             in this many minutes are leftovers and get dropped
 #                             (younger ones may belong to a concurrent run)
+#   FL_TLS_QUIET_WAIT_S       default 120: how long tools/mariadb-tls.sh waits for other
+#                             clients to finish before it restarts a MariaDB that
+#                             runs without TLS (once; later runs only check)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -27,11 +36,17 @@ readonly MYSQL_SOCK=/run/mysqld/mysqld.sock
 readonly MYSQL_LOG=/var/log/mysql/error.log
 readonly MARIADB_START_TIMEOUT_S=60
 readonly FL_TEST_DB_STALE_MIN="${FL_TEST_DB_STALE_MIN:-10}"
+readonly MYSQL_TLS_DIR=/etc/mysql/factledger-tls
 readonly NATS_HOST=127.0.0.1
 readonly NATS_PORT=4222
 readonly NATS_STORE_DIR=/tmp/factledger-nats
 readonly NATS_LOG=/tmp/factledger-nats.log
 readonly NATS_START_TIMEOUT_S=30
+# Builds with rustc >= 1.88; pinned so every machine checks with the same rules.
+readonly CARGO_DENY_VERSION=0.20.2
+# The advisory database is a git repository on GitHub; where it cannot be reached
+# (offline CI, a sandbox) the advisories check is skipped rather than left hanging.
+readonly ADVISORY_DB_FETCH_TIMEOUT_S=60
 
 export FACTLEDGER_TEST_MYSQL_URL="mysql://root@${MYSQL_HOST}:${MYSQL_PORT}"
 export FACTLEDGER_TEST_NATS_URL="nats://${NATS_HOST}:${NATS_PORT}"
@@ -231,6 +246,28 @@ ensure_nats() {
   done
 }
 
+# Installed once, outside the project's target dir (cargo install would otherwise
+# honour CARGO_TARGET_DIR and leave a release build of cargo-deny in it).
+ensure_cargo_deny() {
+  if cargo deny --version >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "installing cargo-deny $CARGO_DENY_VERSION (once; a few minutes to build)"
+  env -u CARGO_TARGET_DIR cargo install --locked cargo-deny --version "$CARGO_DENY_VERSION"
+}
+
+# Advisories only when the database can be fetched now: a stale local copy would
+# pass silently, and an unreachable GitHub must not fail the whole check.
+check_advisories() {
+  if timeout "$ADVISORY_DB_FETCH_TIMEOUT_S" cargo deny fetch db; then
+    cargo deny --offline check advisories
+  else
+    echo "cargo deny check advisories: SKIPPED - the RustSec advisory database" \
+      "(https://github.com/rustsec/advisory-db) could not be fetched within" \
+      "${ADVISORY_DB_FETCH_TIMEOUT_S} s; run it where GitHub is reachable"
+  fi
+}
+
 section "Rust toolchain"
 ensure_rust
 
@@ -238,6 +275,11 @@ section "MariaDB on ${MYSQL_HOST}:${MYSQL_PORT}"
 ensure_mariadb
 drop_stale_test_databases
 echo "FACTLEDGER_TEST_MYSQL_URL=$FACTLEDGER_TEST_MYSQL_URL"
+
+section "MariaDB TLS (self-signed test certificate)"
+tools/mariadb-tls.sh "$MYSQL_TLS_DIR"
+export FACTLEDGER_TEST_MYSQL_TLS_CA="$MYSQL_TLS_DIR/ca.pem"
+echo "FACTLEDGER_TEST_MYSQL_TLS_CA=$FACTLEDGER_TEST_MYSQL_TLS_CA"
 
 section "NATS JetStream on ${NATS_HOST}:${NATS_PORT}"
 ensure_nats
@@ -250,6 +292,12 @@ cargo fmt --all -- --check
 
 section "cargo clippy (dev profile, -D warnings)"
 cargo clippy --workspace --all-targets -- -D warnings
+
+section "cargo deny (bans, licenses, sources; advisories when reachable)"
+ensure_cargo_deny
+cargo deny --version
+cargo deny check bans licenses sources
+check_advisories
 
 section "cargo test (dev profile; SQLite and MariaDB)"
 cargo test --workspace

@@ -478,7 +478,7 @@ impl OrderIngestor for Ingestor {
                         let ceiling_ms =
                             (1u64 << attempts.min(6)).min(UNIT_CONFLICT_BACKOFF_MS_MAX);
                         let pause_us =
-                            rand::Rng::gen_range(&mut rand::thread_rng(), 0..=ceiling_ms * 1000);
+                            rand::RngExt::random_range(&mut rand::rng(), 0..=ceiling_ms * 1000);
                         tokio::time::sleep(std::time::Duration::from_micros(pause_us)).await;
                         metrics::counter!("factledger_ingest_group_conflicts_total").increment(1);
                     }

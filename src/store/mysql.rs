@@ -11,15 +11,24 @@
 //! When a statement fails the server stops there; the statement's index tells which
 //! part of the unit failed (stream conflict, duplicate ledger ref, duplicate key), and
 //! the connection is rolled back before it returns to the pool.
+//!
+//! TLS (issue 14, F10): the URL's `ssl-mode` (`disabled`, `preferred` — sqlx's
+//! default: TLS when the server offers it, unverified —, `required`, `verify_ca`,
+//! `verify_identity`) and `ssl-ca=<PEM file>` choose it; sqlx does the handshake with
+//! rustls. Over TLS a `caching_sha2_password`/`sha256_password` login sends the
+//! password inside the TLS session and never takes the RSA key-exchange path (crate
+//! `rsa`). A connection that fails says where to and under which `ssl-mode`, never
+//! with the password.
 
 use super::{
     CommittedUnit, EventStore, IdempotencyRecord, StoreError, StoredEvent, StoredSnapshot,
     StreamTail, UnitOfWork, GENESIS_HASH,
 };
+use anyhow::Context as _;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use futures::TryStreamExt;
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow, MySqlSslMode};
 use sqlx::{Connection, Either, Row};
 use std::fmt::Write as _;
 
@@ -55,11 +64,37 @@ enum Stmt {
     Fences(Vec<super::Fence>),
 }
 
+/// The connect options of a `mysql://` URL, TLS included (`ssl-mode`, `ssl-ca`,
+/// `ssl-cert`, `ssl-key`).
+fn connect_options(url: &str) -> anyhow::Result<MySqlConnectOptions> {
+    // The parser's errors name the parameter, never echo the URL (or its password).
+    url.parse::<MySqlConnectOptions>()
+        .map_err(|e| anyhow::anyhow!("database URL: {e}"))
+}
+
+/// `ssl-mode` as the URL spells it.
+fn ssl_mode_name(mode: MySqlSslMode) -> &'static str {
+    match mode {
+        MySqlSslMode::Disabled => "disabled",
+        MySqlSslMode::Preferred => "preferred",
+        MySqlSslMode::Required => "required",
+        MySqlSslMode::VerifyCa => "verify_ca",
+        MySqlSslMode::VerifyIdentity => "verify_identity",
+    }
+}
+
 impl MysqlStore {
     pub async fn connect(
         url: &str,
         keyring: std::sync::Arc<super::Keyring>,
     ) -> anyhow::Result<Self> {
+        let options = connect_options(url)?;
+        let target = format!(
+            "connecting to MariaDB at {}:{} (ssl-mode={})",
+            options.get_host(),
+            options.get_port(),
+            ssl_mode_name(options.get_ssl_mode())
+        );
         let pool = MySqlPoolOptions::new()
             .max_connections(POOL_CONNECTIONS_MAX)
             .acquire_timeout(std::time::Duration::from_secs(POOL_ACQUIRE_TIMEOUT_S))
@@ -91,8 +126,9 @@ impl MysqlStore {
                     .map(|_| ())
                 })
             })
-            .connect(url)
-            .await?;
+            .connect_with(options)
+            .await
+            .context(target)?;
         let applied = sqlx::query_as::<_, (i64, Vec<u8>, bool)>(
             "SELECT version, checksum, success FROM _sqlx_migrations",
         )

@@ -14,7 +14,7 @@
 
 use crate::store::hash::{legacy_hash, ChainKey, Hashed, LEGACY_KEY_ID};
 use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
-use rand::RngCore;
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -79,7 +79,7 @@ impl std::fmt::Debug for Keyring {
 
 fn random_32() -> [u8; 32] {
     let mut b = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut b);
+    rand::rng().fill_bytes(&mut b);
     b
 }
 
