@@ -12,6 +12,7 @@ pub mod bus;
 pub mod callbacks;
 pub mod db;
 pub mod jobs;
+pub mod json;
 pub mod outbox;
 pub mod projection;
 pub mod projector;

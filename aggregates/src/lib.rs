@@ -16,9 +16,10 @@ pub mod commission;
 pub mod commission_rules;
 pub mod decide;
 pub mod invite;
+mod iso4217;
 pub mod money;
 pub mod upcast;
 pub mod wallet;
 
 pub use decide::{Decide, InvariantViolation};
-pub use money::{AmountMinor, BoundedId, Currency, ParseError};
+pub use money::{iso_currency, iso_currency_opt, AmountMinor, BoundedId, Currency, ParseError};

@@ -3,9 +3,10 @@
 //! Nothing here writes.
 
 use super::wallets::parse_id;
+use super::body::JsonBody;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::store::{self, EventFilter, EventView, VerifyReport, READ_LIMIT_MAX};
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use chrono::{DateTime, Utc};
@@ -237,13 +238,9 @@ pub struct VerifyRequest {
 pub async fn verify(
     State(state): State<AppState>,
     _caller: Caller,
-    body: Result<Json<VerifyRequest>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Json<VerifyReport>, Problem> {
-    let req = match body {
-        Ok(Json(r)) => r,
-        Err(JsonRejection::MissingJsonContentType(_)) => VerifyRequest::default(),
-        Err(e) => return Err(Problem::invalid("INVALID_BODY", "", e.body_text())),
-    };
+    let req: VerifyRequest = body.parse_or_default()?;
     let target = match &req.stream {
         Some(s) => {
             let (t, id) = s.split_once('/').ok_or_else(|| {

@@ -123,6 +123,8 @@ pub async fn submit(
     body: String,
 ) -> Result<(StatusCode, Json<Value>), Problem> {
     caller.require_write()?;
+    // Repeated keys refused first (F5); the request's own parser then checks the rest.
+    crate::json::parse_unique(body.as_bytes()).map_err(super::body::json_problem)?;
     let request = RefreshRequest::parse(&body).map_err(|e| request_problem(&e))?;
     let db = &state.projections;
     // Locators checked (and completed) against the fact tables, at submission.

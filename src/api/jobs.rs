@@ -1,11 +1,11 @@
 //! Job operations (issue 4 item 9): list and inspect jobs (every role), retry, kick,
 //! pause and resume (operators and admins).
 
+use super::body::JsonBody;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::jobs::engine::{RunReport, Selector};
 use crate::jobs::ops::{self, JobSummary, JobView};
 use crate::jobs::{JobError, JobStatus};
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -165,11 +165,6 @@ pub struct RetryRequest {
     business_keys: Vec<String>,
 }
 
-fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, Problem> {
-    body.map(|Json(b)| b)
-        .map_err(|e| Problem::invalid("INVALID_BODY", "", e.body_text()))
-}
-
 /// Manual retry (R-JOB-6) by codes and/or business keys, merged: serial, no quota,
 /// ignoring due time and the retry limit; only PENDING/FAILED jobs run. An empty or
 /// malformed selector is refused (it never becomes an automatic scan).
@@ -180,10 +175,10 @@ fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, Problem> {
 pub async fn retry(
     State(state): State<AppState>,
     caller: Caller,
-    req: Result<Json<RetryRequest>, JsonRejection>,
+    req: JsonBody,
 ) -> Result<Json<RunReport>, Problem> {
     require_operator(&caller)?;
-    let req = body(req)?;
+    let req: RetryRequest = req.parse()?;
     let selector = Selector::parse(req.codes, req.business_keys)?;
     Ok(Json(state.jobs.retry(&selector).await?))
 }
@@ -205,13 +200,10 @@ pub struct PauseState {
 pub async fn pause(
     State(state): State<AppState>,
     caller: Caller,
-    req: Result<Json<PauseRequest>, JsonRejection>,
+    req: JsonBody,
 ) -> Result<Json<PauseState>, Problem> {
     require_operator(&caller)?;
-    let req = match req {
-        Err(JsonRejection::MissingJsonContentType(_)) => PauseRequest::default(),
-        other => body(other)?,
-    };
+    let req: PauseRequest = req.parse_or_default()?;
     state
         .jobs
         .set_paused(true, &caller.principal.actor(), req.reason.as_deref())
@@ -219,17 +211,19 @@ pub async fn pause(
     Ok(Json(PauseState { paused: true }))
 }
 
-/// Resume after a maintenance pause.
-#[utoipa::path(post, path = "/v1/jobs:resume",
+/// Resume after a maintenance pause (optionally `{reason}`, recorded with the action).
+#[utoipa::path(post, path = "/v1/jobs:resume", request_body = PauseRequest,
     responses((status = 200, body = PauseState)), security(("bearer" = [])))]
 pub async fn resume(
     State(state): State<AppState>,
     caller: Caller,
+    req: JsonBody,
 ) -> Result<Json<PauseState>, Problem> {
     require_operator(&caller)?;
+    let req: PauseRequest = req.parse_or_default()?;
     state
         .jobs
-        .set_paused(false, &caller.principal.actor(), None)
+        .set_paused(false, &caller.principal.actor(), req.reason.as_deref())
         .await?;
     Ok(Json(PauseState { paused: false }))
 }

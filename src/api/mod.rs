@@ -6,6 +6,7 @@ mod affiliate_commands;
 mod audit;
 mod bill_reads;
 mod bill_refresh;
+mod body;
 mod bills;
 mod callbacks;
 mod cron;

@@ -1,8 +1,8 @@
 //! Rebuilding projections on demand: start one, follow its progress.
 
+use super::body::JsonBody;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::rebuild::{self, RebuildError, RebuildOptions, RebuildStatus, Scope};
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -58,14 +58,10 @@ pub async fn start(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    body: Result<Json<RebuildRequest>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<(StatusCode, Json<RebuildStatus>), Problem> {
     caller.require_write()?;
-    let req = match body {
-        Ok(Json(r)) => r,
-        Err(JsonRejection::MissingJsonContentType(_)) => RebuildRequest::default(),
-        Err(e) => return Err(Problem::invalid("INVALID_BODY", "", e.body_text())),
-    };
+    let req: RebuildRequest = body.parse_or_default()?;
     let scope = Scope::parse(req.scope.as_deref())?;
     let started = rebuild::begin(
         &state.store,

@@ -1,9 +1,9 @@
 //! Reconciliations (SPEC R-REC-1): start one, read its report as JSON or as a page.
 //! Starting one is a write (a repair rebuilds rows); reading is open to every role.
 
+use super::body::JsonBody;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::reconcile::{self, Finding, ReconcileError, ReconcileOptions, Run, RunStatus};
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -60,14 +60,10 @@ async fn find(state: &AppState, id: &str) -> Result<Run, Problem> {
 pub async fn start(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<ReconcileRequest>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<impl IntoResponse, Problem> {
     caller.require_write()?;
-    let req = match body {
-        Ok(Json(r)) => r,
-        Err(JsonRejection::MissingJsonContentType(_)) => ReconcileRequest::default(),
-        Err(e) => return Err(Problem::invalid("INVALID_BODY", "", e.body_text())),
-    };
+    let req: ReconcileRequest = body.parse_or_default()?;
     let options = ReconcileOptions {
         repair: req.repair,
         ..ReconcileOptions::default()

@@ -111,8 +111,7 @@ pub async fn post_command(
             Problem::invalid("INVALID_BODY", "", e.body_text())
         }
     })?;
-    let value: serde_json::Value = serde_json::from_slice(&body)
-        .map_err(|e| Problem::invalid("MALFORMED_JSON", "", format!("body is not JSON: {e}")))?;
+    let value = crate::json::parse_unique(&body).map_err(super::body::json_problem)?;
     // Canonical form (sorted keys) so formatting differences are the same request.
     let canonical = value.to_string();
     let command = WalletCommand::parse_json(value)

@@ -84,8 +84,9 @@ fn id_at(body: &Value, pointer: &str, what: &str, max: usize) -> Result<String, 
 
 impl Normalizer for JsonPointers {
     fn normalize(&self, raw: &[u8]) -> Result<Normalized, NormalizeError> {
-        let body: Value = serde_json::from_slice(raw)
-            .map_err(|e| NormalizeError(format!("the body is not JSON: {e}")))?;
+        // Repeated keys refused (issue 14 F5): the signature covers the raw text, and
+        // two readers must not see two different event ids in it.
+        let body: Value = crate::json::parse_unique(raw).map_err(|e| NormalizeError(e.to_string()))?;
         let event_id = id_at(&body, &self.event_id, "event id", EVENT_ID_CHARS_MAX)?;
         let event_type = id_at(&body, &self.event_type, "event type", EVENT_TYPE_CHARS_MAX)?;
         let data = match &self.data {
