@@ -118,7 +118,10 @@ pub async fn post_command(
         .map_err(|e| Problem::invalid(e.code, &e.field, e.message))?;
     tracing::Span::current().record("command", command.name());
     let key = idempotency_key(&headers)?;
+    // Scoped to the caller (F6): another key's record is never found, replayed or
+    // compared against this request.
     let idempotency = key.clone().map(|key| IdempotencyRow {
+        scope: caller.principal.actor(),
         request_hash: hex::encode(Sha256::digest(
             format!("POST /v1/wallets/{wallet_id}/commands\n{canonical}").as_bytes(),
         )),

@@ -29,6 +29,7 @@ impl Drop for RoleApp {
 #[derive(Debug)]
 pub struct Reply {
     pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
     pub content_type: Option<String>,
     pub body: Value,
 }
@@ -123,6 +124,7 @@ impl RoleApp {
         }
         let resp = req.send().await.expect("request");
         let status = resp.status();
+        let headers = resp.headers().clone();
         let content_type = resp
             .headers()
             .get("content-type")
@@ -133,6 +135,7 @@ impl RoleApp {
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
         Reply {
             status,
+            headers,
             content_type,
             body,
         }
