@@ -1,5 +1,6 @@
 //! factledger: an event-sourced money ledger. See ARCHITECTURE.md for the map.
 
+pub mod admin_log;
 pub mod affiliate;
 pub mod alerts;
 pub mod api;

@@ -7,6 +7,7 @@
 //! time arrives inside commands. Everything here is a pure function of state and input,
 //! which is what makes replay, rebuild and reconciliation trustworthy.
 
+pub mod admin_action;
 pub mod affiliate;
 pub mod affiliate_link;
 pub mod affiliate_order;

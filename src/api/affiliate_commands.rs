@@ -254,7 +254,7 @@ pub async fn post_on_commission(
             format!("no action on /v1/commissions/{tail}: POST /v1/commissions/{{id}}:resolve"),
         ));
     };
-    caller.require_write()?;
+    caller.require_operator("resolving a recovery review")?;
     let id = super::wallets::parse_id("commission_id", id)?;
     let mut map = object(&body, &["actor", "resolved_at", "type"])?;
     map.insert("actor".into(), caller.principal.actor().into());
@@ -320,7 +320,7 @@ pub async fn post_on_order(
             "no such action: POST /v1/orders/{platform}/{platform_order_id}:correct-attribution",
         ));
     };
-    caller.require_write()?;
+    caller.require_operator("an attribution correction")?;
     let platform = Platform::parse(&platform)
         .map_err(|e| Problem::invalid("INVALID_FIELD", "platform", e.rule))?;
     let order = PlatformOrderId::parse(order)

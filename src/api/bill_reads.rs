@@ -131,6 +131,15 @@ async fn consistent_read(
 }
 
 /// The three bill rows of a station-month and the decision (or finding) behind them.
+#[utoipa::path(
+    get,
+    path = "/v1/bills/{station_id}/{yyyymm}",
+    params(("station_id" = i64, Path, description = "The small station"),
+           ("yyyymm" = String, Path, description = "The bill month, yyyymm")),
+    responses((status = 200, description = "{station_month, position, sweep_pending, fi_customer_bill, fi_customer_bill_partner, fi_monthly_income_difference, decision, finding, snapshot}"),
+              (status = 404, body = super::ProblemBody), (status = 422, body = super::ProblemBody)),
+    security(("bearer" = []))
+)]
 #[tracing::instrument(skip_all, fields(station_id = %raw_station, yyyymm = %raw_month, actor = %caller.principal.actor()))]
 pub async fn get_station_month(
     State(state): State<AppState>,

@@ -9,6 +9,7 @@ use crate::jobs::{JobError, JobStatus};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
+use factledger_aggregates::admin_action::AdminAction;
 use serde::{Deserialize, Serialize};
 
 /// Default page of `GET /v1/jobs`.
@@ -36,12 +37,7 @@ impl From<JobError> for Problem {
 }
 
 fn require_operator(caller: &Caller) -> Result<(), Problem> {
-    match caller.principal.role {
-        crate::auth::Role::Admin | crate::auth::Role::Operator => Ok(()),
-        role => Err(Problem::forbidden(&format!(
-            "role {role} may not operate jobs (admin or operator only)"
-        ))),
-    }
+    caller.require_operator("job control")
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -153,7 +149,11 @@ pub async fn post_on_job(
     if ops::show(state.jobs.db(), code).await?.is_none() {
         return Err(JobError::NotFound(code.to_owned()).into());
     }
-    Ok(Json(state.jobs.kick(&[code.to_owned()]).await?))
+    let report = state.jobs.kick(&[code.to_owned()]).await?;
+    caller
+        .record_admin(&state, AdminAction::JobKicked, &format!("job:{code}"), None, None)
+        .await?;
+    Ok(Json(report))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -180,7 +180,15 @@ pub async fn retry(
     require_operator(&caller)?;
     let req: RetryRequest = req.parse()?;
     let selector = Selector::parse(req.codes, req.business_keys)?;
-    Ok(Json(state.jobs.retry(&selector).await?))
+    let report = state.jobs.retry(&selector).await?;
+    let detail = serde_json::json!({
+        "codes": selector.codes,
+        "business_keys": selector.business_keys,
+    });
+    caller
+        .record_admin(&state, AdminAction::JobsRetried, "jobs", None, Some(detail.to_string()))
+        .await?;
+    Ok(Json(report))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -208,6 +216,9 @@ pub async fn pause(
         .jobs
         .set_paused(true, &caller.principal.actor(), req.reason.as_deref())
         .await?;
+    caller
+        .record_admin(&state, AdminAction::JobsPaused, "jobs", req.reason.as_deref(), None)
+        .await?;
     Ok(Json(PauseState { paused: true }))
 }
 
@@ -224,6 +235,9 @@ pub async fn resume(
     state
         .jobs
         .set_paused(false, &caller.principal.actor(), req.reason.as_deref())
+        .await?;
+    caller
+        .record_admin(&state, AdminAction::JobsResumed, "jobs", req.reason.as_deref(), None)
         .await?;
     Ok(Json(PauseState { paused: false }))
 }

@@ -6,6 +6,7 @@ use crate::rebuild::{self, RebuildError, RebuildOptions, RebuildStatus, Scope};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use factledger_aggregates::admin_action::AdminAction;
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -60,9 +61,10 @@ pub async fn start(
     Path(name): Path<String>,
     body: JsonBody,
 ) -> Result<(StatusCode, Json<RebuildStatus>), Problem> {
-    caller.require_write()?;
+    caller.require_operator("a projection rebuild")?;
     let req: RebuildRequest = body.parse_or_default()?;
     let scope = Scope::parse(req.scope.as_deref())?;
+    let scope_text = req.scope.clone().unwrap_or_else(|| "full".to_owned());
     let started = rebuild::begin(
         &state.store,
         &state.projections,
@@ -71,6 +73,15 @@ pub async fn start(
         &caller.principal.actor(),
     )
     .await?;
+    caller
+        .record_admin(
+            &state,
+            AdminAction::RebuildStarted,
+            &format!("projection:{name}"),
+            None,
+            Some(format!("rebuild {} scope {scope_text}", started.id)),
+        )
+        .await?;
     let (store, db, run) = (
         state.store.clone(),
         state.projections.clone(),

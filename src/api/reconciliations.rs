@@ -8,6 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
+use factledger_aggregates::admin_action::AdminAction;
 use serde::Deserialize;
 use std::fmt::Write as _;
 
@@ -64,11 +65,27 @@ pub async fn start(
 ) -> Result<impl IntoResponse, Problem> {
     caller.require_write()?;
     let req: ReconcileRequest = body.parse_or_default()?;
+    // A run that only compares is allowed to every writer (it changes nothing); one
+    // that may repair projection rows is an operator action (F7).
+    if req.repair {
+        caller.require_operator("a reconciliation with repair")?;
+    }
     let options = ReconcileOptions {
         repair: req.repair,
         ..ReconcileOptions::default()
     };
     let run = reconcile::start_run(&state.projections, options, &caller.principal.actor()).await?;
+    if req.repair {
+        caller
+            .record_admin(
+                &state,
+                AdminAction::ReconciliationRepairStarted,
+                &format!("reconciliation:{}", run.id),
+                None,
+                None,
+            )
+            .await?;
+    }
     let (store, db, started) = (state.store.clone(), state.projections.clone(), run.clone());
     tokio::spawn(async move {
         let id = started.id.clone();

@@ -60,7 +60,10 @@ use utoipa::OpenApi;
         super::callbacks::list,
         super::callbacks::show,
         super::outbox::sinks,
-        health
+        super::bill_reads::get_station_month,
+        health,
+        metrics,
+        openapi
     ),
     components(schemas(
         super::problem::ProblemBody,
@@ -169,6 +172,7 @@ pub async fn projections(
 }
 
 /// Prometheus text exposition (no authentication, like most scrapers expect).
+#[utoipa::path(get, path = "/metrics", responses((status = 200, content_type = "text/plain", body = String, description = "Prometheus text format")))]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -176,6 +180,9 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     )
 }
 
+/// This document. Every route the router serves is in it (checked by
+/// `tests/role_matrix.rs` against `router`'s `.route(` list).
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document", body = Object)))]
 pub async fn openapi() -> impl IntoResponse {
     Json(ApiDoc::openapi())
 }
