@@ -5,6 +5,11 @@
 //! (`unit::run_command`): the same transaction, sequence and hash chain as every
 //! business event; there is no second way into the event store.
 //!
+//! The first admin key `serve` mints on an empty key table is the one key not
+//! recorded here: no actor took that action (the installation did), and the log of
+//! a fresh ledger starts with its first business event; its creation time is in
+//! `api_keys`. Every later key — `keys create`, `keys bootstrap` — is recorded.
+//!
 //! If the record cannot be written the caller fails (500 for the API, an error exit
 //! for the CLI) and the log names the action: the action itself has happened, its
 //! trail is what is missing. Records are read with `GET /v1/audit/events`

@@ -365,11 +365,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             use factledger::rebuild::{self, RebuildOptions, Scope};
             let db = store::open(&cli.database_url).await?;
+            // Recorded once the rebuild is under way (a refused attempt — another
+            // rebuild holds the lease — is no action); the one-transaction rebuilds
+            // of the other projections start and end in the same step.
             let target = format!("projection:{projection}");
-            let detail = Some(format!("scope {}", scope.as_deref().unwrap_or("full")));
-            audit(&db, AdminAction::RebuildStarted, &target, None, detail).await?;
+            let detail = format!("scope {}", scope.as_deref().unwrap_or("full"));
             if projection == factledger::bill_projection::NAME {
                 let done = rebuild_bill(&db, scope.as_deref()).await?;
+                audit(&db, AdminAction::RebuildStarted, &target, None, Some(detail)).await?;
                 println!("{done}");
                 return Ok(ExitCode::SUCCESS);
             }
@@ -383,12 +386,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     projector.as_ref(),
                 )
                 .await?;
+                audit(&db, AdminAction::RebuildStarted, &target, None, Some(detail)).await?;
                 println!("{}", serde_json::to_string(&done)?);
                 return Ok(ExitCode::SUCCESS);
             }
             let scope = Scope::parse(scope.as_deref())?;
             let started =
                 rebuild::begin(&db.store, &db.projections, &projection, scope, "cli").await?;
+            let detail = format!("rebuild {} {detail}", started.id);
+            audit(&db, AdminAction::RebuildStarted, &target, None, Some(detail)).await?;
             eprintln!(
                 "rebuild {} of {projection}: {} events to copy",
                 started.id, started.target_position

@@ -314,18 +314,10 @@ pub async fn start_with(
 ) -> anyhow::Result<Started> {
     let metrics = metrics_handle();
     let db = crate::store::open(database_url).await?;
+    // The first admin key of an empty database is not an admin *action* (nobody took
+    // it; see `admin_log`), so it is not recorded as an event: the log of a fresh
+    // ledger starts with its first business event.
     let admin_key = crate::auth::bootstrap_admin(&db.keys, key_dir).await?;
-    if let Some(key) = &admin_key {
-        crate::admin_log::record(
-            &db.store,
-            &crate::admin_log::local_metadata("serve"),
-            factledger_aggregates::admin_action::AdminAction::KeyBootstrapped,
-            &format!("key:{}", key.key_id),
-            None,
-            Some("role=admin, first start: the key table was empty".to_owned()),
-        )
-        .await?;
-    }
     let jobs = job_engine(&db, country_code, &mut options).await?;
     let cron = cron_scheduler(&jobs, &options)?;
     let sinks = std::mem::take(&mut options.outbox_sinks);

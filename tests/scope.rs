@@ -195,6 +195,17 @@ both_backends!(
         let secret = out.lines().find(|l| l.starts_with("flk_")).expect("secret");
         let p = keys.authenticate(secret).await.unwrap().expect("active");
         assert_eq!(p.role, factledger::auth::Role::Admin);
+        // Recorded as an admin action of the CLI's user on the new key.
+        let events = first
+            .state
+            .store
+            .read_stream("admin", &format!("key:{}", p.key_id), 1, 10)
+            .await
+            .unwrap();
+        assert_eq!(events.len(), 1);
+        let payload: serde_json::Value = serde_json::from_str(&events[0].payload).unwrap();
+        assert_eq!(payload["action"], "key_bootstrapped");
+        assert_eq!(payload["actor"], "cli:ops-tester");
         // Once is enough: the new admin exists now.
         let o = cli(dir.path(), &db.url, &["keys", "bootstrap"]);
         assert!(!o.status.success());
@@ -253,25 +264,24 @@ both_backends!(
                 )
             })
             .collect();
-        let operator = seen[1].2.clone();
+        let operator = seen[0].2.clone();
         assert!(operator.starts_with("key:"), "{seen:?}");
-        let admin = seen[3].2.clone();
+        let admin = seen[2].2.clone();
         let expected = vec![
-            ("key_bootstrapped".into(), seen[0].1.clone(), "serve".into(), None),
             ("jobs_paused".into(), "jobs".into(), operator.clone(), Some("db upgrade".into())),
             ("jobs_resumed".into(), "jobs".into(), operator.clone(), Some("done".into())),
-            ("rebuild_started".into(), "projection:wallet".into(), admin, None),
+            ("rebuild_started".into(), "projection:wallet".into(), admin.clone(), None),
             (
                 "reconciliation_repair_started".into(),
                 format!("reconciliation:{reconciliation}"),
-                operator,
+                operator.clone(),
                 None,
             ),
             ("key_created".into(), format!("key:{key_id}"), "cli:ops-tester".into(), None),
             ("key_revoked".into(), format!("key:{key_id}"), "cli:ops-tester".into(), None),
         ];
         assert_eq!(seen, expected);
-        assert!(seen[0].1.starts_with("key:"));
+        assert_ne!(operator, admin);
         // Each is an event of the `admin` stream of its target, with the caller as the
         // event's actor too (so `?actor=` finds it).
         for e in &events {
@@ -279,7 +289,7 @@ both_backends!(
             assert_eq!(e["aggregate_id"], e["payload"]["target"], "{e}");
             assert_eq!(e["metadata"]["actor"], e["payload"]["actor"], "{e}");
         }
-        assert!(events[3]["payload"]["detail"].as_str().unwrap().contains("wallet:w-1"));
-        assert!(events[5]["payload"]["detail"].as_str().unwrap().contains("role=service"));
+        assert!(events[2]["payload"]["detail"].as_str().unwrap().contains("wallet:w-1"));
+        assert!(events[4]["payload"]["detail"].as_str().unwrap().contains("role=service"));
     }
 );

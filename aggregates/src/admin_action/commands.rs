@@ -13,8 +13,8 @@ pub enum AdminAction {
     KeyCreated,
     /// `factledger keys revoke`.
     KeyRevoked,
-    /// The first admin key, minted by `serve` on an empty key table or by
-    /// `factledger keys bootstrap`.
+    /// An admin key minted by `factledger keys bootstrap` (no unrevoked admin was
+    /// left).
     KeyBootstrapped,
     /// A projection rebuild was started (API or CLI).
     RebuildStarted,
@@ -50,7 +50,7 @@ impl AdminAction {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordAdminAction {
-    /// Who did it: `key:<id>`, `cli:<user>`, `serve` for the first key.
+    /// Who did it: `key:<id>` or `cli:<user>`.
     pub actor: BoundedId,
     pub action: AdminAction,
     /// What it was done to; also the stream id: `key:<id>`, `projection:wallet`,

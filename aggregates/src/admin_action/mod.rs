@@ -1,5 +1,6 @@
 //! The admin action log (issue 14 item 6, SPEC R-SEC-5): what operators and admins did
-//! that is not itself a business event — API keys created, revoked or bootstrapped,
+//! that is not itself a business event — API keys created, revoked or bootstrapped
+//! (`keys bootstrap`; the very first key of an empty database is no one's action),
 //! projection rebuilds and repairing reconciliations started, job retries, pauses,
 //! resumes and kicks — recorded in the event store like any fact, hash-chained, with
 //! actor, action, target and reason. One stream per target (aggregate type `admin`,
