@@ -515,10 +515,12 @@ where
                 // e.g. a second BlockWithdrawals) is refused by the new state: it is a
                 // replay, not a refusal. The caller resolves KeyRace from the record.
                 let failure = match &p.env.idempotency {
-                    Some(idem) => match inner.store.find_idempotency(&idem.scope, &idem.key).await {
-                        Ok(Some(_)) => Failure::KeyRace,
-                        _ => Failure::Bus(e),
-                    },
+                    Some(idem) => {
+                        match inner.store.find_idempotency(&idem.scope, &idem.key).await {
+                            Ok(Some(_)) => Failure::KeyRace,
+                            _ => Failure::Bus(e),
+                        }
+                    }
                     None => Failure::Bus(e),
                 };
                 let _ = p.reply.send(Err(failure));

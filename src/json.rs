@@ -151,13 +151,19 @@ mod tests {
             duplicate(r#"{"amount_minor":1,"amount_minor":1000000}"#),
             "amount_minor"
         );
-        assert_eq!(duplicate(r#"{"type":"Open","x":1,"type":"Unfreeze"}"#), "type");
+        assert_eq!(
+            duplicate(r#"{"type":"Open","x":1,"type":"Unfreeze"}"#),
+            "type"
+        );
     }
 
     #[test]
     fn f5_nested_and_array_paths_are_named() {
         assert_eq!(duplicate(r#"{"a":{"b":1,"b":2}}"#), "a.b");
-        assert_eq!(duplicate(r#"{"lines":[{"x":1},{"y":1,"y":2}]}"#), "lines[1].y");
+        assert_eq!(
+            duplicate(r#"{"lines":[{"x":1},{"y":1,"y":2}]}"#),
+            "lines[1].y"
+        );
         assert_eq!(duplicate(r#"[{"k":1,"k":1}]"#), "[0].k");
     }
 
@@ -169,7 +175,8 @@ mod tests {
 
     #[test]
     fn values_are_parsed_as_serde_json_would() {
-        let text = r#"{"i":-5,"u":18446744073709551615,"f":1.5,"s":"\u00e9","n":null,"t":true,"e":[]}"#;
+        let text =
+            r#"{"i":-5,"u":18446744073709551615,"f":1.5,"s":"\u00e9","n":null,"t":true,"e":[]}"#;
         let expected: Value = serde_json::from_str(text).unwrap();
         assert_eq!(parse_unique(text.as_bytes()).unwrap(), expected);
     }

@@ -372,7 +372,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let detail = format!("scope {}", scope.as_deref().unwrap_or("full"));
             if projection == factledger::bill_projection::NAME {
                 let done = rebuild_bill(&db, scope.as_deref()).await?;
-                audit(&db, AdminAction::RebuildStarted, &target, None, Some(detail)).await?;
+                audit(
+                    &db,
+                    AdminAction::RebuildStarted,
+                    &target,
+                    None,
+                    Some(detail),
+                )
+                .await?;
                 println!("{done}");
                 return Ok(ExitCode::SUCCESS);
             }
@@ -386,7 +393,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     projector.as_ref(),
                 )
                 .await?;
-                audit(&db, AdminAction::RebuildStarted, &target, None, Some(detail)).await?;
+                audit(
+                    &db,
+                    AdminAction::RebuildStarted,
+                    &target,
+                    None,
+                    Some(detail),
+                )
+                .await?;
                 println!("{}", serde_json::to_string(&done)?);
                 return Ok(ExitCode::SUCCESS);
             }
@@ -394,7 +408,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let started =
                 rebuild::begin(&db.store, &db.projections, &projection, scope, "cli").await?;
             let detail = format!("rebuild {} {detail}", started.id);
-            audit(&db, AdminAction::RebuildStarted, &target, None, Some(detail)).await?;
+            audit(
+                &db,
+                AdminAction::RebuildStarted,
+                &target,
+                None,
+                Some(detail),
+            )
+            .await?;
             eprintln!(
                 "rebuild {} of {projection}: {} events to copy",
                 started.id, started.target_position
@@ -631,7 +652,14 @@ async fn jobs(database_url: &str, action: JobsAction) -> anyhow::Result<ExitCode
         }
         JobsAction::Pause { reason } => {
             engine.set_paused(true, actor, reason.as_deref()).await?;
-            audit(&db, AdminAction::JobsPaused, "jobs", reason.as_deref(), None).await?;
+            audit(
+                &db,
+                AdminAction::JobsPaused,
+                "jobs",
+                reason.as_deref(),
+                None,
+            )
+            .await?;
             serde_json::json!({"paused": true})
         }
         JobsAction::Resume => {
@@ -643,8 +671,15 @@ async fn jobs(database_url: &str, action: JobsAction) -> anyhow::Result<ExitCode
             if ops::show(&db.db, &code).await?.is_none() {
                 anyhow::bail!("code: no job with code {code:?}");
             }
-            let out = serde_json::to_value(engine.kick(&[code.clone()]).await?)?;
-            audit(&db, AdminAction::JobKicked, &format!("job:{code}"), None, None).await?;
+            let out = serde_json::to_value(engine.kick(std::slice::from_ref(&code)).await?)?;
+            audit(
+                &db,
+                AdminAction::JobKicked,
+                &format!("job:{code}"),
+                None,
+                None,
+            )
+            .await?;
             out
         }
     };

@@ -134,16 +134,8 @@ const DUPLICATED: &[(&str, &str, &str)] = &[
         r#"{"repair":false,"repair":true}"#,
         "repair",
     ),
-    (
-        "/v1/jobs:retry",
-        r#"{"codes":[],"codes":["x"]}"#,
-        "codes",
-    ),
-    (
-        "/v1/jobs:pause",
-        r#"{"reason":"a","reason":"b"}"#,
-        "reason",
-    ),
+    ("/v1/jobs:retry", r#"{"codes":[],"codes":["x"]}"#, "codes"),
+    ("/v1/jobs:pause", r#"{"reason":"a","reason":"b"}"#, "reason"),
     (
         "/v1/jobs:resume",
         r#"{"reason":"a","reason":"b"}"#,
@@ -183,9 +175,12 @@ both_backends!(
         assert_eq!(head(&app).await, before);
         // The same bodies without the repeat are parsed normally (here: a real credit).
         let open = r#"{"type":"Open","user_id":"u-1","currency":"IDR"}"#;
-        let r = app.post("/v1/wallets/w-dup/commands", &app.admin, open).await;
+        let r = app
+            .post("/v1/wallets/w-dup/commands", &app.admin, open)
+            .await;
         assert_eq!(r.status.as_u16(), 200, "{}", r.body);
-        let credit = r#"{"type":"CreditPending","ref_type":"COMMISSION","ref_id":"c-1","amount_minor":1}"#;
+        let credit =
+            r#"{"type":"CreditPending","ref_type":"COMMISSION","ref_id":"c-1","amount_minor":1}"#;
         let r = app
             .post("/v1/wallets/w-dup/commands", &app.admin, credit)
             .await;
@@ -219,7 +214,9 @@ both_backends!(
         let app = spawn_roles(&db).await;
         for code in ["ZZZ", "XXX", "XTS"] {
             let open = format!(r#"{{"type":"Open","user_id":"u-1","currency":"{code}"}}"#);
-            let r = app.post("/v1/wallets/w-z/commands", &app.admin, &open).await;
+            let r = app
+                .post("/v1/wallets/w-z/commands", &app.admin, &open)
+                .await;
             r.problem(422, "INVALID_FIELD", Some("currency"));
             assert!(
                 r.body["detail"].as_str().unwrap().contains("ISO 4217"),

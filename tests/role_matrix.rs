@@ -36,8 +36,16 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("get", "/v1/wallets/{wallet_id}", Read),
     ("get", "/v1/wallets/{wallet_id}/ledger", Read),
     ("post", "/v1/wallets/{wallet_id}/commands", Write),
-    ("get", "/v1/streams/{aggregate_type}/{aggregate_id}/events", Read),
-    ("get", "/v1/streams/{aggregate_type}/{aggregate_id}/state", Read),
+    (
+        "get",
+        "/v1/streams/{aggregate_type}/{aggregate_id}/events",
+        Read,
+    ),
+    (
+        "get",
+        "/v1/streams/{aggregate_type}/{aggregate_id}/state",
+        Read,
+    ),
     ("get", "/v1/orders/{platform}/{platform_order_id}", Read),
     (
         "post",
@@ -60,7 +68,11 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("post", "/v1/bills/small-bills", Write),
     ("post", "/v1/bills/diffs", Write),
     ("post", "/v1/bills/partner-bills", Write),
-    ("post", "/v1/bills/partner-bills/{partner_bill_id}:repush", Write),
+    (
+        "post",
+        "/v1/bills/partner-bills/{partner_bill_id}:repush",
+        Write,
+    ),
     ("post", "/v1/bills/reference/{kind}", Write),
     ("post", "/v1/bills/locks", Write),
     (
@@ -218,7 +230,10 @@ fn role_matrix_has_a_row_for_every_routed_path() {
         .map(|(m, p, _)| ((*m).to_owned(), shape(p)))
         .collect();
     let missing: Vec<_> = routed().difference(&table).cloned().collect();
-    assert!(missing.is_empty(), "routes with no row in TABLE: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "routes with no row in TABLE: {missing:?}"
+    );
 }
 
 both_backends!(
@@ -232,12 +247,21 @@ both_backends!(
             .collect();
         let undocumented: Vec<_> = table.difference(&doc).collect();
         let untabled: Vec<_> = doc.difference(&table).collect();
-        assert!(undocumented.is_empty(), "TABLE rows missing from /openapi.json: {undocumented:?}");
-        assert!(untabled.is_empty(), "/openapi.json routes missing from TABLE: {untabled:?}");
+        assert!(
+            undocumented.is_empty(),
+            "TABLE rows missing from /openapi.json: {undocumented:?}"
+        );
+        assert!(
+            untabled.is_empty(),
+            "/openapi.json routes missing from TABLE: {untabled:?}"
+        );
         // F11: every route the router serves is documented.
         let doc_shapes: BTreeSet<_> = doc.iter().map(|(m, p)| (m.clone(), shape(p))).collect();
         let missing: Vec<_> = routed().difference(&doc_shapes).cloned().collect();
-        assert!(missing.is_empty(), "routes missing from /openapi.json: {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "routes missing from /openapi.json: {missing:?}"
+        );
 
         let mut wrong = Vec::new();
         for (method, path, access) in TABLE {
@@ -259,10 +283,18 @@ both_backends!(
                     }
                 };
                 if !ok {
-                    wrong.push(format!("{method} {url} as {role:?} ({access:?}): {status} {}", r.body));
+                    wrong.push(format!(
+                        "{method} {url} as {role:?} ({access:?}): {status} {}",
+                        r.body
+                    ));
                 }
             }
         }
-        assert!(wrong.is_empty(), "{} wrong answers:\n{}", wrong.len(), wrong.join("\n"));
+        assert!(
+            wrong.is_empty(),
+            "{} wrong answers:\n{}",
+            wrong.len(),
+            wrong.join("\n")
+        );
     }
 );

@@ -60,7 +60,12 @@ both_backends!(
             let r = app
                 .get(&format!("/v1/streams/wallet/{w}/events"), &app.auditor)
                 .await;
-            assert_eq!(r.body["events"].as_array().map(Vec::len), Some(1), "{}", r.body);
+            assert_eq!(
+                r.body["events"].as_array().map(Vec::len),
+                Some(1),
+                "{}",
+                r.body
+            );
         }
     }
 );
@@ -146,7 +151,7 @@ fn cli(dir: &std::path::Path, url: &str, args: &[&str]) -> std::process::Output 
 both_backends!(
     f9_serve_mints_no_admin_key_once_keys_have_existed,
     |db: TestDb| async move {
-        use factledger::auth::{ADMIN_KEY_FILE, Role};
+        use factledger::auth::{Role, ADMIN_KEY_FILE};
         let dir = tempfile::tempdir().unwrap();
         let first = factledger::server::start(&db.url, "ID", dir.path())
             .await
@@ -166,7 +171,11 @@ both_backends!(
                 .unwrap();
             assert!(again.admin_key.is_none(), "no admin key is minted");
         }
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), text, "file untouched");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            text,
+            "file untouched"
+        );
         assert_eq!(keys.list().await.unwrap().len(), 2);
         assert_eq!(keys.count_active().await.unwrap(), 0);
     }
@@ -229,12 +238,26 @@ both_backends!(
     admin_actions_are_recorded_as_audited_events_with_actor_target_and_reason,
     |db: TestDb| async move {
         let app = spawn_roles(&db).await;
-        let ops = app.send(Method::POST, "/v1/jobs:pause", Some(&app.operator), Some(r#"{"reason":"db upgrade"}"#), &[]).await;
+        let ops = app
+            .send(
+                Method::POST,
+                "/v1/jobs:pause",
+                Some(&app.operator),
+                Some(r#"{"reason":"db upgrade"}"#),
+                &[],
+            )
+            .await;
         assert_eq!(ops.status.as_u16(), 200, "{}", ops.body);
-        let r = app.post("/v1/jobs:resume", &app.operator, r#"{"reason":"done"}"#).await;
+        let r = app
+            .post("/v1/jobs:resume", &app.operator, r#"{"reason":"done"}"#)
+            .await;
         assert_eq!(r.status.as_u16(), 200, "{}", r.body);
         let r = app
-            .post("/v1/projections/wallet/rebuild", &app.admin, r#"{"scope":"wallet:w-1"}"#)
+            .post(
+                "/v1/projections/wallet/rebuild",
+                &app.admin,
+                r#"{"scope":"wallet:w-1"}"#,
+            )
             .await;
         assert_eq!(r.status.as_u16(), 202, "{}", r.body);
         let r = app
@@ -243,7 +266,11 @@ both_backends!(
         assert_eq!(r.status.as_u16(), 202, "{}", r.body);
         let reconciliation = r.body["id"].as_str().unwrap().to_owned();
         // Key management from the CLI.
-        let o = cli(app.key_dir.path(), &db.url, &["keys", "create", "--role", "service"]);
+        let o = cli(
+            app.key_dir.path(),
+            &db.url,
+            &["keys", "create", "--role", "service"],
+        );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
         let secret = out.lines().find(|l| l.starts_with("flk_")).unwrap();
@@ -268,17 +295,42 @@ both_backends!(
         assert!(operator.starts_with("key:"), "{seen:?}");
         let admin = seen[2].2.clone();
         let expected = vec![
-            ("jobs_paused".into(), "jobs".into(), operator.clone(), Some("db upgrade".into())),
-            ("jobs_resumed".into(), "jobs".into(), operator.clone(), Some("done".into())),
-            ("rebuild_started".into(), "projection:wallet".into(), admin.clone(), None),
+            (
+                "jobs_paused".into(),
+                "jobs".into(),
+                operator.clone(),
+                Some("db upgrade".into()),
+            ),
+            (
+                "jobs_resumed".into(),
+                "jobs".into(),
+                operator.clone(),
+                Some("done".into()),
+            ),
+            (
+                "rebuild_started".into(),
+                "projection:wallet".into(),
+                admin.clone(),
+                None,
+            ),
             (
                 "reconciliation_repair_started".into(),
                 format!("reconciliation:{reconciliation}"),
                 operator.clone(),
                 None,
             ),
-            ("key_created".into(), format!("key:{key_id}"), "cli:ops-tester".into(), None),
-            ("key_revoked".into(), format!("key:{key_id}"), "cli:ops-tester".into(), None),
+            (
+                "key_created".into(),
+                format!("key:{key_id}"),
+                "cli:ops-tester".into(),
+                None,
+            ),
+            (
+                "key_revoked".into(),
+                format!("key:{key_id}"),
+                "cli:ops-tester".into(),
+                None,
+            ),
         ];
         assert_eq!(seen, expected);
         assert_ne!(operator, admin);
@@ -289,7 +341,13 @@ both_backends!(
             assert_eq!(e["aggregate_id"], e["payload"]["target"], "{e}");
             assert_eq!(e["metadata"]["actor"], e["payload"]["actor"], "{e}");
         }
-        assert!(events[2]["payload"]["detail"].as_str().unwrap().contains("wallet:w-1"));
-        assert!(events[4]["payload"]["detail"].as_str().unwrap().contains("role=service"));
+        assert!(events[2]["payload"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("wallet:w-1"));
+        assert!(events[4]["payload"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("role=service"));
     }
 );

@@ -306,7 +306,10 @@ both_backends!(
         }
         assert!(all_events(&store).await.is_empty());
         assert_eq!(store.head_position().await.unwrap(), 0);
-        assert_eq!(store.find_idempotency("tester", "three-key").await.unwrap(), None);
+        assert_eq!(
+            store.find_idempotency("tester", "three-key").await.unwrap(),
+            None
+        );
         assert_eq!(store.load_snapshot(T, "s1").await.unwrap(), None);
         for id in ["s1", "s2", "s3"] {
             assert_eq!(
@@ -320,7 +323,11 @@ both_backends!(
         u.fail_after_streams = None;
         let done = store.append(&[u]).await.unwrap();
         assert_eq!(done[0].positions, vec![1, 2, 3, 4, 5]);
-        let rec = store.find_idempotency("tester", "three-key").await.unwrap().unwrap();
+        let rec = store
+            .find_idempotency("tester", "three-key")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((rec.first_position, rec.last_position), (1, 5));
         assert_eq!(
             store
@@ -356,7 +363,10 @@ both_backends!(
             assert_eq!(store.head_position().await.unwrap(), 2);
             assert_eq!(stream_len(&store, "s1").await, 0);
             assert_eq!(stream_len(&store, "s2").await, 0);
-            assert_eq!(store.find_idempotency("tester", "three-key").await.unwrap(), None);
+            assert_eq!(
+                store.find_idempotency("tester", "three-key").await.unwrap(),
+                None
+            );
             assert_eq!(store.load_snapshot(T, "s1").await.unwrap(), None);
         }
         // And the ledger refs of the failed units were not written either.
@@ -414,7 +424,11 @@ both_backends!(
         }
         assert_eq!(store.head_position().await.unwrap(), 2);
         assert_eq!(stream_len(&store, "b").await, 0);
-        let rec = store.find_idempotency("tester", "k-1").await.unwrap().unwrap();
+        let rec = store
+            .find_idempotency("tester", "k-1")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((rec.first_position, rec.last_position), (1, 2));
         assert_eq!(rec.request_hash, key("k-1").request_hash);
         // r-2 was not recorded by the failed unit.

@@ -45,10 +45,14 @@ mod tests {
 
     #[test]
     fn the_seed_currencies_are_listed_and_test_codes_are_not() {
-        for ok in ["IDR", "MYR", "THB", "VND", "PHP", "SGD", "USD", "EUR", "XOF"] {
+        for ok in [
+            "IDR", "MYR", "THB", "VND", "PHP", "SGD", "USD", "EUR", "XOF",
+        ] {
             assert!(is_circulating(ok), "{ok}");
         }
-        for bad in ["ZZZ", "XXX", "XTS", "XAU", "XDR", "CHE", "USN", "HRK", "ABC"] {
+        for bad in [
+            "ZZZ", "XXX", "XTS", "XAU", "XDR", "CHE", "USN", "HRK", "ABC",
+        ] {
             assert!(!is_circulating(bad), "{bad}");
         }
     }

@@ -2,8 +2,8 @@
 //! and time; any aggregate's state as of a position or a time; hash-chain verification.
 //! Nothing here writes.
 
-use super::wallets::parse_id;
 use super::body::JsonBody;
+use super::wallets::parse_id;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::store::{self, EventFilter, EventView, VerifyReport, READ_LIMIT_MAX};
 use axum::extract::rejection::QueryRejection;

@@ -151,7 +151,13 @@ pub async fn post_on_job(
     }
     let report = state.jobs.kick(&[code.to_owned()]).await?;
     caller
-        .record_admin(&state, AdminAction::JobKicked, &format!("job:{code}"), None, None)
+        .record_admin(
+            &state,
+            AdminAction::JobKicked,
+            &format!("job:{code}"),
+            None,
+            None,
+        )
         .await?;
     Ok(Json(report))
 }
@@ -186,7 +192,13 @@ pub async fn retry(
         "business_keys": selector.business_keys,
     });
     caller
-        .record_admin(&state, AdminAction::JobsRetried, "jobs", None, Some(detail.to_string()))
+        .record_admin(
+            &state,
+            AdminAction::JobsRetried,
+            "jobs",
+            None,
+            Some(detail.to_string()),
+        )
         .await?;
     Ok(Json(report))
 }
@@ -217,7 +229,13 @@ pub async fn pause(
         .set_paused(true, &caller.principal.actor(), req.reason.as_deref())
         .await?;
     caller
-        .record_admin(&state, AdminAction::JobsPaused, "jobs", req.reason.as_deref(), None)
+        .record_admin(
+            &state,
+            AdminAction::JobsPaused,
+            "jobs",
+            req.reason.as_deref(),
+            None,
+        )
         .await?;
     Ok(Json(PauseState { paused: true }))
 }
@@ -237,7 +255,13 @@ pub async fn resume(
         .set_paused(false, &caller.principal.actor(), req.reason.as_deref())
         .await?;
     caller
-        .record_admin(&state, AdminAction::JobsResumed, "jobs", req.reason.as_deref(), None)
+        .record_admin(
+            &state,
+            AdminAction::JobsResumed,
+            "jobs",
+            req.reason.as_deref(),
+            None,
+        )
         .await?;
     Ok(Json(PauseState { paused: false }))
 }

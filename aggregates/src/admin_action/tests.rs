@@ -48,8 +48,8 @@ fn a_stream_holds_one_target() {
 
 #[test]
 fn action_names_are_stable_snake_case() {
-    let json = serde_json::to_value(recorded("jobs", AdminAction::ReconciliationRepairStarted))
-        .unwrap();
+    let json =
+        serde_json::to_value(recorded("jobs", AdminAction::ReconciliationRepairStarted)).unwrap();
     assert_eq!(json["action"], "reconciliation_repair_started");
     assert_eq!(json["type"], "AdminActionRecorded");
     assert_eq!(
