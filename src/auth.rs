@@ -1,6 +1,19 @@
 //! API keys and roles. Keys are random 256-bit secrets; only their SHA-256 is stored
 //! (a fast hash is right for high-entropy secrets — argon2 is for guessable
 //! passwords — and keeps authentication off the hot path's CPU budget).
+//!
+//! **Roles** (issue 14 F7, SPEC R-SEC-5): `service` sends business commands; operator
+//! actions — attribution corrections, recovery resolutions, projection rebuilds,
+//! repairing reconciliations, job controls, `UNFINISHED` bill refreshes — need
+//! `operator` or `admin` ([`Role::can_operate`]); `auditor` only reads (and verifies).
+//!
+//! **The first admin key** (F9): `serve` mints one only while the `api_keys` table has
+//! never held a row ([`bootstrap_admin`]); once any key has existed — revoked ones
+//! count — it starts without minting and leaves the key file alone, so revoking every
+//! key never hands a fresh admin key to whoever restarts the process. Recovering
+//! from "no admin left" is the explicit `factledger keys bootstrap`
+//! ([`KeyStore::bootstrap`]), which needs database access and refuses while an
+//! unrevoked admin key exists.
 
 use chrono::Utc;
 use rand::Rng;
@@ -35,6 +48,12 @@ impl Role {
     /// May this role change money (send commands)?
     pub fn can_write(self) -> bool {
         !matches!(self, Role::Auditor)
+    }
+
+    /// May this role take operator actions (see the module doc)? Not `service`: a
+    /// service sends business commands, people operate the ledger.
+    pub fn can_operate(self) -> bool {
+        matches!(self, Role::Admin | Role::Operator)
     }
 }
 
@@ -186,6 +205,33 @@ impl KeyStore {
         })
     }
 
+    /// Every key ever created, revoked ones included.
+    pub async fn count_ever(&self) -> anyhow::Result<i64> {
+        let sql = "SELECT COUNT(*) FROM api_keys";
+        Ok(match self {
+            KeyStore::Mysql(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
+            KeyStore::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
+        })
+    }
+
+    /// Unrevoked admin keys.
+    pub async fn count_active_admins(&self) -> anyhow::Result<i64> {
+        let sql = "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL";
+        Ok(match self {
+            KeyStore::Mysql(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
+            KeyStore::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
+        })
+    }
+
+    /// `factledger keys bootstrap`: a new admin key when no unrevoked admin key
+    /// exists; `None` (nothing created) while one does.
+    pub async fn bootstrap(&self) -> anyhow::Result<Option<NewKey>> {
+        if self.count_active_admins().await? > 0 {
+            return Ok(None);
+        }
+        Ok(Some(self.create(Role::Admin).await?))
+    }
+
     pub async fn count_active(&self) -> anyhow::Result<i64> {
         let sql = "SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL";
         Ok(match self {
@@ -233,13 +279,15 @@ impl KeyStore {
 /// File the first admin key is written to (mode 0600), in the working directory.
 pub const ADMIN_KEY_FILE: &str = "factledger-admin.key";
 
-/// On first start (no active key at all) create an admin key, write it to
-/// [`ADMIN_KEY_FILE`] with mode 0600 and return it so the caller prints it once.
+/// On the very first start (the key table has never held a row, revoked keys
+/// included) create an admin key, write it to [`ADMIN_KEY_FILE`] with mode 0600 and
+/// return it so the caller prints it once. Otherwise create nothing and leave the
+/// file alone (F9; see the module doc).
 pub async fn bootstrap_admin(
     keys: &KeyStore,
     dir: &std::path::Path,
 ) -> anyhow::Result<Option<NewKey>> {
-    if keys.count_active().await? > 0 {
+    if keys.count_ever().await? > 0 {
         return Ok(None);
     }
     let key = keys.create(Role::Admin).await?;

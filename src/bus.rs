@@ -214,7 +214,7 @@ where
     ) -> Result<Option<CommandOutcome>, BusError<A::Error>> {
         let store = &self.inner.store;
         let Some(rec) = store
-            .find_idempotency(&idem.key)
+            .find_idempotency(&idem.scope, &idem.key)
             .await
             .map_err(BusError::Store)?
         else {
@@ -479,7 +479,7 @@ where
     let mut refs = HashSet::new();
     for p in batch {
         if let Some(idem) = &p.env.idempotency {
-            if !keys.insert(idem.key.clone()) {
+            if !keys.insert((idem.scope.clone(), idem.key.clone())) {
                 // The same key twice in one batch: settle it after this batch, when
                 // the first one's record is visible.
                 later.push(p);
@@ -515,10 +515,12 @@ where
                 // e.g. a second BlockWithdrawals) is refused by the new state: it is a
                 // replay, not a refusal. The caller resolves KeyRace from the record.
                 let failure = match &p.env.idempotency {
-                    Some(idem) => match inner.store.find_idempotency(&idem.key).await {
-                        Ok(Some(_)) => Failure::KeyRace,
-                        _ => Failure::Bus(e),
-                    },
+                    Some(idem) => {
+                        match inner.store.find_idempotency(&idem.scope, &idem.key).await {
+                            Ok(Some(_)) => Failure::KeyRace,
+                            _ => Failure::Bus(e),
+                        }
+                    }
                     None => Failure::Bus(e),
                 };
                 let _ = p.reply.send(Err(failure));

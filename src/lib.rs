@@ -1,6 +1,7 @@
 //! factledger: an event-sourced money ledger. See ARCHITECTURE.md for the map.
 #![forbid(unsafe_code)]
 
+pub mod admin_log;
 pub mod affiliate;
 pub mod alerts;
 pub mod api;
@@ -14,6 +15,7 @@ pub mod bus;
 pub mod callbacks;
 pub mod db;
 pub mod jobs;
+pub mod json;
 pub mod outbox;
 pub mod projection;
 pub mod projector;

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use factledger::auth::Role;
 use factledger::server::{DATABASE_URL_DEFAULT, LISTEN_DEFAULT};
 use factledger::store;
+use factledger_aggregates::admin_action::AdminAction;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -325,6 +326,10 @@ enum KeysAction {
     },
     /// Revoke a key by its id.
     Revoke { key_id: String },
+    /// Create an admin key when no unrevoked admin key exists, and print it (shown
+    /// only once). `serve` mints the first admin key only on an empty key table; this
+    /// is the way back in after every admin key was revoked.
+    Bootstrap,
     /// List keys (ids and roles; never secrets).
     List,
 }
@@ -466,8 +471,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             use factledger::rebuild::{self, RebuildOptions, Scope};
             let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
+            // Recorded once the rebuild is under way (a refused attempt — another
+            // rebuild holds the lease — is no action); the one-transaction rebuilds
+            // of the other projections start and end in the same step.
+            let target = format!("projection:{projection}");
+            let detail = format!("scope {}", scope.as_deref().unwrap_or("full"));
             if projection == factledger::bill_projection::NAME {
                 let done = rebuild_bill(&db, scope.as_deref()).await?;
+                audit(
+                    &db,
+                    AdminAction::RebuildStarted,
+                    &target,
+                    None,
+                    Some(detail),
+                )
+                .await?;
                 println!("{done}");
                 return Ok(ExitCode::SUCCESS);
             }
@@ -481,12 +499,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     projector.as_ref(),
                 )
                 .await?;
+                audit(
+                    &db,
+                    AdminAction::RebuildStarted,
+                    &target,
+                    None,
+                    Some(detail),
+                )
+                .await?;
                 println!("{}", serde_json::to_string(&done)?);
                 return Ok(ExitCode::SUCCESS);
             }
             let scope = Scope::parse(scope.as_deref())?;
             let started =
                 rebuild::begin(&db.store, &db.projections, &projection, scope, "cli").await?;
+            let detail = format!("rebuild {} {detail}", started.id);
+            audit(
+                &db,
+                AdminAction::RebuildStarted,
+                &target,
+                None,
+                Some(detail),
+            )
+            .await?;
             eprintln!(
                 "rebuild {} of {projection}: {} events to copy",
                 started.id, started.target_position
@@ -527,6 +562,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ..ReconcileOptions::default()
             };
             let run = reconcile::start_run(&db.projections, options, "cli").await?;
+            if repair {
+                let target = format!("reconciliation:{}", run.id);
+                let action = AdminAction::ReconciliationRepairStarted;
+                audit(&db, action, &target, None, None).await?;
+            }
             let run = reconcile::finish_run(
                 &db.store,
                 &db.projections,
@@ -641,12 +681,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let key = db.keys.create(role).await?;
                     println!("created {} key {} (shown once):", key.role, key.key_id);
                     println!("{}", key.secret);
+                    let target = format!("key:{}", key.key_id);
+                    let detail = Some(format!("role={role}"));
+                    audit(&db, AdminAction::KeyCreated, &target, None, detail).await?;
                 }
                 KeysAction::Revoke { key_id } => {
                     if !db.keys.revoke(&key_id).await? {
                         anyhow::bail!("no active key with id {key_id}");
                     }
                     println!("revoked key {key_id}");
+                    let target = format!("key:{key_id}");
+                    audit(&db, AdminAction::KeyRevoked, &target, None, None).await?;
+                }
+                KeysAction::Bootstrap => {
+                    let Some(key) = db.keys.bootstrap().await? else {
+                        anyhow::bail!(
+                            "an unrevoked admin key exists: create keys with it, or revoke it first"
+                        );
+                    };
+                    println!("created admin key {} (shown once):", key.key_id);
+                    println!("{}", key.secret);
+                    let target = format!("key:{}", key.key_id);
+                    let detail = Some("role=admin, keys bootstrap: no unrevoked admin key".into());
+                    audit(&db, AdminAction::KeyBootstrapped, &target, None, detail).await?;
                 }
                 KeysAction::List => {
                     for k in db.keys.list().await? {
@@ -691,6 +748,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Record an admin action taken by the CLI (actor `cli:<user>`).
+async fn audit(
+    db: &store::Database,
+    action: AdminAction,
+    target: &str,
+    reason: Option<&str>,
+    detail: Option<String>,
+) -> anyhow::Result<()> {
+    let metadata = factledger::admin_log::local_metadata(&factledger::admin_log::cli_actor());
+    factledger::admin_log::record(&db.store, &metadata, action, target, reason, detail).await?;
+    Ok(())
+}
+
 /// `factledger jobs …`: the same operations as `/v1/jobs`, printed as JSON.
 async fn jobs(
     database_url: &str,
@@ -727,24 +797,47 @@ async fn jobs(
         JobsAction::Retry {
             codes,
             business_keys,
-        } => serde_json::to_value(
-            engine
-                .retry(&Selector::parse(codes, business_keys)?)
-                .await?,
-        )?,
+        } => {
+            let selector = Selector::parse(codes, business_keys)?;
+            let out = serde_json::to_value(engine.retry(&selector).await?)?;
+            let detail = serde_json::json!({
+                "codes": selector.codes, "business_keys": selector.business_keys,
+            });
+            let action = AdminAction::JobsRetried;
+            audit(&db, action, "jobs", None, Some(detail.to_string())).await?;
+            out
+        }
         JobsAction::Pause { reason } => {
             engine.set_paused(true, actor, reason.as_deref()).await?;
+            audit(
+                &db,
+                AdminAction::JobsPaused,
+                "jobs",
+                reason.as_deref(),
+                None,
+            )
+            .await?;
             serde_json::json!({"paused": true})
         }
         JobsAction::Resume => {
             engine.set_paused(false, actor, None).await?;
+            audit(&db, AdminAction::JobsResumed, "jobs", None, None).await?;
             serde_json::json!({"paused": false})
         }
         JobsAction::Kick { code } => {
             if ops::show(&db.db, &code).await?.is_none() {
                 anyhow::bail!("code: no job with code {code:?}");
             }
-            serde_json::to_value(engine.kick(&[code]).await?)?
+            let out = serde_json::to_value(engine.kick(std::slice::from_ref(&code)).await?)?;
+            audit(
+                &db,
+                AdminAction::JobKicked,
+                &format!("job:{code}"),
+                None,
+                None,
+            )
+            .await?;
+            out
         }
     };
     println!("{}", serde_json::to_string_pretty(&out)?);

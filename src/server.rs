@@ -341,6 +341,9 @@ pub async fn start_with(
         }
         None => crate::store::open(database_url).await?,
     };
+    // The first admin key of an empty database is not an admin *action* (nobody took
+    // it; see `admin_log`), so it is not recorded as an event: the log of a fresh
+    // ledger starts with its first business event.
     let admin_key = crate::auth::bootstrap_admin(&db.keys, key_dir).await?;
     let jobs = job_engine(&db, country_code, &mut options).await?;
     let cron = cron_scheduler(&jobs, &options)?;

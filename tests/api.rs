@@ -1231,7 +1231,12 @@ both_backends!(
         assert_eq!(done["status"], "succeeded", "{done}");
         assert_eq!(done["stage"], "done");
         assert_eq!(done["events_applied"], app.head().await);
-        assert_eq!(app.wallet("w-1").await.json(), before);
+        // The same balances; the position it reflects moved past the rebuild's own
+        // audit record (an `admin` event, issue 14), so it is compared apart.
+        let (mut after, mut before) = (app.wallet("w-1").await.json(), before);
+        let (after_at, before_at) = (after["position"].take(), before["position"].take());
+        assert_eq!(after, before);
+        assert_eq!(after_at.as_i64(), before_at.as_i64().map(|p| p + 1));
 
         // Scoped, and the requests that are refused, each naming what is wrong.
         let r = start(

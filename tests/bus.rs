@@ -53,6 +53,7 @@ fn credit(ref_id: &str, amount: i64) -> WalletCommand {
 
 fn idem(key: &str, request_hash: &str) -> Option<IdempotencyRow> {
     Some(IdempotencyRow {
+        scope: "tester".to_owned(),
         key: key.to_owned(),
         request_hash: format!("{request_hash:0>64}"),
     })

@@ -97,6 +97,7 @@ fn unit(streams: Vec<StreamAppend>) -> UnitOfWork {
 
 fn key(k: &str) -> IdempotencyRow {
     IdempotencyRow {
+        scope: "tester".to_owned(),
         key: k.to_owned(),
         request_hash: format!("{:0>64}", hex_of(k)),
     }
@@ -306,7 +307,10 @@ both_backends!(
         }
         assert!(all_events(&store).await.is_empty());
         assert_eq!(store.head_position().await.unwrap(), 0);
-        assert_eq!(store.find_idempotency("three-key").await.unwrap(), None);
+        assert_eq!(
+            store.find_idempotency("tester", "three-key").await.unwrap(),
+            None
+        );
         assert_eq!(store.load_snapshot(T, "s1").await.unwrap(), None);
         for id in ["s1", "s2", "s3"] {
             assert_eq!(
@@ -320,7 +324,11 @@ both_backends!(
         u.fail_after_streams = None;
         let done = store.append(&[u]).await.unwrap();
         assert_eq!(done[0].positions, vec![1, 2, 3, 4, 5]);
-        let rec = store.find_idempotency("three-key").await.unwrap().unwrap();
+        let rec = store
+            .find_idempotency("tester", "three-key")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((rec.first_position, rec.last_position), (1, 5));
         assert_eq!(
             store
@@ -356,7 +364,10 @@ both_backends!(
             assert_eq!(store.head_position().await.unwrap(), 2);
             assert_eq!(stream_len(&store, "s1").await, 0);
             assert_eq!(stream_len(&store, "s2").await, 0);
-            assert_eq!(store.find_idempotency("three-key").await.unwrap(), None);
+            assert_eq!(
+                store.find_idempotency("tester", "three-key").await.unwrap(),
+                None
+            );
             assert_eq!(store.load_snapshot(T, "s1").await.unwrap(), None);
         }
         // And the ledger refs of the failed units were not written either.
@@ -387,7 +398,7 @@ both_backends!(
         }
         assert_eq!(store.head_position().await.unwrap(), head);
         assert_eq!(stream_len(&store, "b").await, 0);
-        assert_eq!(store.find_idempotency("u2").await.unwrap(), None);
+        assert_eq!(store.find_idempotency("tester", "u2").await.unwrap(), None);
 
         // The same ref with another entry type is another business action.
         u2.ledger_refs[0].entry_type = "RELEASE_PENDING".into();
@@ -414,7 +425,11 @@ both_backends!(
         }
         assert_eq!(store.head_position().await.unwrap(), 2);
         assert_eq!(stream_len(&store, "b").await, 0);
-        let rec = store.find_idempotency("k-1").await.unwrap().unwrap();
+        let rec = store
+            .find_idempotency("tester", "k-1")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((rec.first_position, rec.last_position), (1, 2));
         assert_eq!(rec.request_hash, key("k-1").request_hash);
         // r-2 was not recorded by the failed unit.
@@ -453,7 +468,7 @@ both_backends!(
         let positions: Vec<_> = done.iter().map(|c| c.positions.clone()).collect();
         assert_eq!(positions, vec![vec![2, 3], vec![4], vec![5, 6, 7, 8]]);
         for (k, (f, l)) in [("b-1", (2, 3)), ("b-2", (4, 4)), ("b-3", (5, 8))] {
-            let rec = store.find_idempotency(k).await.unwrap().unwrap();
+            let rec = store.find_idempotency("tester", k).await.unwrap().unwrap();
             assert_eq!((rec.first_position, rec.last_position), (f, l), "{k}");
         }
         let events = all_events(&store).await;
@@ -506,7 +521,7 @@ both_backends!(
             assert_eq!(store.head_position().await.unwrap(), 1);
             assert_eq!(all_events(&store).await.len(), 1);
             for k in ["c-1", "c-2", "c-3"] {
-                assert_eq!(store.find_idempotency(k).await.unwrap(), None);
+                assert_eq!(store.find_idempotency("tester", k).await.unwrap(), None);
             }
         }
 

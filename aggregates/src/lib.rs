@@ -8,6 +8,7 @@
 //! which is what makes replay, rebuild and reconciliation trustworthy.
 #![forbid(unsafe_code)]
 
+pub mod admin_action;
 pub mod affiliate;
 pub mod affiliate_link;
 pub mod affiliate_order;
@@ -17,9 +18,10 @@ pub mod commission;
 pub mod commission_rules;
 pub mod decide;
 pub mod invite;
+mod iso4217;
 pub mod money;
 pub mod upcast;
 pub mod wallet;
 
 pub use decide::{Decide, InvariantViolation};
-pub use money::{AmountMinor, BoundedId, Currency, ParseError};
+pub use money::{iso_currency, iso_currency_opt, AmountMinor, BoundedId, Currency, ParseError};

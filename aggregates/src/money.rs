@@ -59,11 +59,30 @@ impl<'de> Deserialize<'de> for AmountMinor {
 }
 
 /// An ISO 4217 alphabetic currency code: three upper-case ASCII letters.
+///
+/// Requests may only name a circulating currency ([`Currency::parse`], and
+/// [`iso_currency`] on every command field); stored events are read back by shape only
+/// ([`Currency::from_stored`], which `Deserialize` uses), because events are kept
+/// forever and were written before the list was enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Currency([u8; 3]);
 
 impl Currency {
+    /// A currency from outside: an active ISO 4217 code of a circulating currency
+    /// (see `crate::iso4217` for what is left out and why).
     pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let c = Self::from_stored(s)?;
+        if !crate::iso4217::is_circulating(s) {
+            return Err(ParseError::new(format!(
+                "{s} is not a circulating ISO 4217 currency (test, fund and metal codes \
+                 such as XXX, XTS or XAU are refused), e.g. IDR"
+            )));
+        }
+        Ok(c)
+    }
+
+    /// A currency read back from stored data: three upper-case letters, any code.
+    pub fn from_stored(s: &str) -> Result<Self, ParseError> {
         let b = s.as_bytes();
         if b.len() != 3 || !b.iter().all(u8::is_ascii_uppercase) {
             return Err(ParseError::new(
@@ -74,9 +93,23 @@ impl Currency {
     }
 
     pub fn as_str(&self) -> &str {
-        // Only ASCII upper-case letters are ever stored (see `parse`).
+        // Only ASCII upper-case letters are ever stored (see `from_stored`).
         std::str::from_utf8(&self.0).unwrap_or("???")
     }
+}
+
+/// `#[serde(deserialize_with = "iso_currency")]` for a command's currency: only
+/// circulating ISO 4217 codes ([`Currency::parse`]).
+pub fn iso_currency<'de, D: Deserializer<'de>>(d: D) -> Result<Currency, D::Error> {
+    let s = String::deserialize(d)?;
+    Currency::parse(&s).map_err(|e| serde::de::Error::custom(e.rule))
+}
+
+/// [`iso_currency`] for an optional field (use with `#[serde(default)]`).
+pub fn iso_currency_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Currency>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|s| Currency::parse(&s).map_err(|e| serde::de::Error::custom(e.rule)))
+        .transpose()
 }
 
 impl fmt::Display for Currency {
@@ -94,7 +127,7 @@ impl Serialize for Currency {
 impl<'de> Deserialize<'de> for Currency {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        Currency::parse(&s).map_err(|e| serde::de::Error::custom(e.rule))
+        Currency::from_stored(&s).map_err(|e| serde::de::Error::custom(e.rule))
     }
 }
 
@@ -175,6 +208,20 @@ mod tests {
         assert_eq!(Currency::parse("IDR").unwrap().as_str(), "IDR");
         for bad in ["idr", "ID", "IDRX", "1DR", ""] {
             assert!(Currency::parse(bad).is_err(), "{bad}");
+            assert!(Currency::from_stored(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn currency_zzz_is_refused_from_requests_but_stored_codes_stay_readable() {
+        for code in ["ZZZ", "XXX", "XTS"] {
+            let e = Currency::parse(code).unwrap_err();
+            assert!(e.rule.contains("ISO 4217"), "{e}");
+            let json = format!("\"{code}\"");
+            assert!(iso_currency(&mut serde_json::Deserializer::from_str(&json)).is_err());
+            // An event written before the list was enforced still loads.
+            let stored: Currency = serde_json::from_str(&json).unwrap();
+            assert_eq!(stored.as_str(), code);
         }
     }
 

@@ -7,12 +7,12 @@
 //! `deny_unknown_fields`); what the server owns — the stream id from the path, the
 //! actor from the API key, the time — is filled in here and refused in the body.
 
+use super::body::{typed, JsonBody};
 use super::{AppState, Caller, Problem};
 use crate::affiliate::ingest::Ingestor;
 use crate::affiliate::{IngestResult, INGEST_PAGE_ORDERS_MAX};
 use crate::store::EventView;
 use crate::unit::{run_command, run_unit, UnitError};
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -76,18 +76,8 @@ pub(super) fn unit_problem<E: std::error::Error>(
 }
 
 /// The JSON object of a body; server-owned keys are refused naming the key.
-fn object(
-    body: Result<Json<Value>, JsonRejection>,
-    server_owned: &[&str],
-) -> Result<Map<String, Value>, Problem> {
-    let Json(value) = body.map_err(|e| Problem::invalid("INVALID_BODY", "", e.body_text()))?;
-    let Value::Object(map) = value else {
-        return Err(Problem::invalid(
-            "INVALID_BODY",
-            "",
-            "the body must be a JSON object",
-        ));
-    };
+fn object(body: &JsonBody, server_owned: &[&str]) -> Result<Map<String, Value>, Problem> {
+    let map = body.object()?;
     if let Some(k) = server_owned.iter().find(|k| map.contains_key(**k)) {
         return Err(Problem::invalid(
             "SERVER_OWNED_FIELD",
@@ -100,11 +90,7 @@ fn object(
 
 /// Parse a command from JSON, naming the field at fault.
 fn command<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Problem> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let (path, message) = (e.path().to_string(), e.into_inner().to_string());
-        let field = field_at_fault(&path, &message);
-        Problem::invalid("INVALID_FIELD", &field, message)
-    })
+    typed(value)
 }
 
 /// The field a parse error is about: its path, or, for a missing or unknown field
@@ -168,10 +154,10 @@ pub struct IngestResponse {
 pub async fn ingest(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<IngestRequest>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Json<IngestResponse>, Problem> {
     caller.require_write()?;
-    let Json(request) = body.map_err(|e| Problem::invalid("INVALID_BODY", "", e.body_text()))?;
+    let request: IngestRequest = body.parse()?;
     let n = request.orders.len();
     tracing::Span::current().record("orders", n);
     if n == 0 || n > INGEST_PAGE_ORDERS_MAX {
@@ -259,7 +245,7 @@ pub async fn post_on_commission(
     State(state): State<AppState>,
     caller: Caller,
     Path(tail): Path<String>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Json<WriteResponse>, Problem> {
     let Some(id) = tail.strip_suffix(":resolve") else {
         return Err(Problem::new(
@@ -268,9 +254,9 @@ pub async fn post_on_commission(
             format!("no action on /v1/commissions/{tail}: POST /v1/commissions/{{id}}:resolve"),
         ));
     };
-    caller.require_write()?;
+    caller.require_operator("resolving a recovery review")?;
     let id = super::wallets::parse_id("commission_id", id)?;
-    let mut map = object(body, &["actor", "resolved_at", "type"])?;
+    let mut map = object(&body, &["actor", "resolved_at", "type"])?;
     map.insert("actor".into(), caller.principal.actor().into());
     map.insert("resolved_at".into(), now_text());
     let resolve = CommissionCommand::ResolveRecovery(command(Value::Object(map))?);
@@ -325,7 +311,7 @@ pub async fn post_on_order(
     State(state): State<AppState>,
     caller: Caller,
     Path((platform, tail)): Path<(String, String)>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Json<WriteResponse>, Problem> {
     let Some(order) = tail.strip_suffix(":correct-attribution") else {
         return Err(Problem::new(
@@ -334,14 +320,14 @@ pub async fn post_on_order(
             "no such action: POST /v1/orders/{platform}/{platform_order_id}:correct-attribution",
         ));
     };
-    caller.require_write()?;
+    caller.require_operator("an attribution correction")?;
     let platform = Platform::parse(&platform)
         .map_err(|e| Problem::invalid("INVALID_FIELD", "platform", e.rule))?;
     let order = PlatformOrderId::parse(order)
         .map_err(|e| Problem::invalid("INVALID_FIELD", "platform_order_id", e.rule))?;
     let stream = order_stream_id(platform, &order);
     let mut map = object(
-        body,
+        &body,
         &["actor", "corrected_at", "type", "new_inviter_user_id"],
     )?;
     let owner = map
@@ -392,11 +378,11 @@ pub async fn add_rule_version(
     State(state): State<AppState>,
     caller: Caller,
     Path(rule_set_id): Path<String>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Json<WriteResponse>, Problem> {
     caller.require_write()?;
     let id = super::wallets::parse_id("rule_set_id", &rule_set_id)?;
-    let mut map = object(body, &["type", "rule_set_id", "requested_at"])?;
+    let mut map = object(&body, &["type", "rule_set_id", "requested_at"])?;
     map.insert("rule_set_id".into(), id.as_str().into());
     map.insert("requested_at".into(), now_text());
     let cmd = RuleSetCommand::AddVersion(command(Value::Object(map))?);
@@ -416,10 +402,10 @@ pub async fn add_rule_version(
 pub async fn register_link(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Json<WriteResponse>, Problem> {
     caller.require_write()?;
-    let mut map = object(body, &["type", "actor", "registered_at"])?;
+    let mut map = object(&body, &["type", "actor", "registered_at"])?;
     map.insert("actor".into(), caller.principal.actor().into());
     map.insert("registered_at".into(), now_text());
     let register: Register = command(Value::Object(map))?;
@@ -441,11 +427,11 @@ pub async fn set_inviter(
     State(state): State<AppState>,
     caller: Caller,
     Path(user_id): Path<String>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Json<WriteResponse>, Problem> {
     caller.require_write()?;
     let user = super::wallets::parse_id("user_id", &user_id)?;
-    let mut map = object(body, &["type", "user_id", "actor", "set_at"])?;
+    let mut map = object(&body, &["type", "user_id", "actor", "set_at"])?;
     map.insert("user_id".into(), user.as_str().into());
     map.insert("actor".into(), caller.principal.actor().into());
     map.insert("set_at".into(), now_text());
@@ -468,11 +454,11 @@ pub async fn open_campaign(
     State(state): State<AppState>,
     caller: Caller,
     Path(campaign_id): Path<String>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Json<WriteResponse>, Problem> {
     caller.require_write()?;
     let id = super::wallets::parse_id("campaign_id", &campaign_id)?;
-    let mut map = object(body, &["type", "campaign_id"])?;
+    let mut map = object(&body, &["type", "campaign_id"])?;
     map.insert("campaign_id".into(), id.as_str().into());
     let cmd = CampaignCommand::Open(command(Value::Object(map))?);
     write::<Campaign>(&state, &caller, id.as_str(), cmd).await

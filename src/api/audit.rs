@@ -2,10 +2,11 @@
 //! and time; any aggregate's state as of a position or a time; hash-chain verification.
 //! Nothing here writes.
 
+use super::body::JsonBody;
 use super::wallets::parse_id;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::store::{self, integrity, EventFilter, EventView, VerifyReport, READ_LIMIT_MAX};
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use chrono::{DateTime, Utc};
@@ -239,13 +240,9 @@ pub struct VerifyRequest {
 pub async fn verify(
     State(state): State<AppState>,
     _caller: Caller,
-    body: Result<Json<VerifyRequest>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Json<VerifyReport>, Problem> {
-    let req = match body {
-        Ok(Json(r)) => r,
-        Err(JsonRejection::MissingJsonContentType(_)) => VerifyRequest::default(),
-        Err(e) => return Err(Problem::invalid("INVALID_BODY", "", e.body_text())),
-    };
+    let req: VerifyRequest = body.parse_or_default()?;
     let target = match &req.stream {
         Some(s) => {
             let (t, id) = s.split_once('/').ok_or_else(|| {
@@ -323,13 +320,7 @@ pub async fn create_anchor(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<(axum::http::StatusCode, Json<integrity::Anchor>), Problem> {
-    use crate::auth::Role;
-    if !matches!(caller.principal.role, Role::Admin | Role::Operator) {
-        return Err(Problem::forbidden(&format!(
-            "role {} may not sign anchors: operator or admin only",
-            caller.principal.role
-        )));
-    }
+    caller.require_operator("signing a chain anchor")?;
     let sinks = integrity::AnchorSinks {
         file: state.config.anchor_file.clone(),
     };

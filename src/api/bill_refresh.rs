@@ -20,7 +20,8 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use factledger_projections::bill::refresh::{
-    RefreshRequest, RefreshRequestError, RefreshScope, ScopeResolveError, StationMonthList,
+    RefreshMode, RefreshRequest, RefreshRequestError, RefreshScope, ScopeResolveError,
+    StationMonthList,
 };
 use factledger_projections::bill::YearMonth;
 use serde_json::{json, Value};
@@ -123,7 +124,14 @@ pub async fn submit(
     body: String,
 ) -> Result<(StatusCode, Json<Value>), Problem> {
     caller.require_write()?;
+    // Repeated keys refused first (F5); the request's own parser then checks the rest.
+    crate::json::parse_unique(body.as_bytes()).map_err(super::body::json_problem)?;
     let request = RefreshRequest::parse(&body).map_err(|e| request_problem(&e))?;
+    // SPEC R-BILL-8: mode UNFINISHED "is for operator refreshes"; a service's
+    // fact-driven refresh is always ALL (F7).
+    if request.mode() == RefreshMode::Unfinished {
+        caller.require_operator("a refresh in mode UNFINISHED")?;
+    }
     let db = &state.projections;
     // Locators checked (and completed) against the fact tables, at submission.
     let request = match request.scope() {

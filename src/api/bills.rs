@@ -13,11 +13,11 @@
 //! **201** when the request recorded new facts, **200** when it restated facts
 //! already recorded (an idempotent replay: nothing written, `events` empty).
 
-use super::affiliate_commands::{field_at_fault, WriteResponse};
+use super::affiliate_commands::WriteResponse;
+use super::body::{typed, JsonBody};
 use super::{AppState, Caller, Problem};
 use crate::bill_commands;
 use crate::unit::{run_command, run_unit, UnitError, UnitOutcome};
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -98,17 +98,10 @@ fn now_text() -> Value {
 /// A command from the body plus what the server owns: `owned` keys are refused in the
 /// body (naming the key), then filled in; `"type"` is never the client's.
 fn parse<T: DeserializeOwned>(
-    body: Result<Json<Value>, JsonRejection>,
+    body: &JsonBody,
     owned: Vec<(&'static str, Value)>,
 ) -> Result<T, Problem> {
-    let Json(value) = body.map_err(|e| Problem::invalid("INVALID_BODY", "", e.body_text()))?;
-    let Value::Object(mut map) = value else {
-        return Err(Problem::invalid(
-            "INVALID_BODY",
-            "",
-            "the body must be a JSON object",
-        ));
-    };
+    let mut map = body.object()?;
     let mut server_owned = owned.iter().map(|(k, _)| *k).chain(["type"]);
     if let Some(k) = server_owned.find(|k| map.contains_key(*k)) {
         return Err(Problem::invalid(
@@ -125,11 +118,7 @@ fn parse<T: DeserializeOwned>(
 
 /// Parse a command from JSON, naming the field at fault.
 fn command<T: DeserializeOwned>(map: Map<String, Value>) -> Result<T, Problem> {
-    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
-        let (path, message) = (e.path().to_string(), e.into_inner().to_string());
-        let field = field_at_fault(&path, &message);
-        Problem::invalid("INVALID_FIELD", &field, message)
-    })
+    typed(Value::Object(map))
 }
 
 /// A positive id from the path.
@@ -205,10 +194,10 @@ fn actor(caller: &Caller) -> Value {
 pub async fn record_small_bill(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
-    let cmd = parse(body, vec![("recorded_at", now_text())])?;
+    let cmd = parse(&body, vec![("recorded_at", now_text())])?;
     let metadata = caller.metadata(&state.config.country_code, None);
     let done = bill_commands::record_small_bill(&state.store, &metadata, cmd)
         .await
@@ -234,10 +223,10 @@ pub async fn record_small_bill(
 pub async fn record_diff(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
-    let cmd = parse(body, vec![("recorded_at", now_text())])?;
+    let cmd = parse(&body, vec![("recorded_at", now_text())])?;
     let metadata = caller.metadata(&state.config.country_code, None);
     let done = bill_commands::record_diff(&state.store, &metadata, cmd)
         .await
@@ -259,11 +248,11 @@ pub async fn record_diff(
 pub async fn record_partner_bill(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
     let cmd: factledger_aggregates::bill::RecordPartnerBill =
-        parse(body, vec![("recorded_at", now_text())])?;
+        parse(&body, vec![("recorded_at", now_text())])?;
     let stream = cmd.partner_bill_id.to_string();
     write::<PartnerBill>(
         &state,
@@ -291,7 +280,7 @@ pub async fn post_on_partner_bill(
     State(state): State<AppState>,
     caller: Caller,
     Path(tail): Path<String>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     let (id, _) = id_and_action(
         "partner_bill_id",
@@ -301,7 +290,7 @@ pub async fn post_on_partner_bill(
     )?;
     caller.require_write()?;
     let cmd = PartnerBillCommand::RepushPartnerBill(parse(
-        body,
+        &body,
         vec![("partner_bill_id", Value::from(id.get()))],
     )?);
     write::<PartnerBill>(&state, &caller, &id.to_string(), cmd).await
@@ -341,7 +330,7 @@ pub async fn record_reference(
     State(state): State<AppState>,
     caller: Caller,
     Path(kind): Path<String>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     if !REFERENCE_KINDS.contains(&kind.as_str()) {
         return Err(Problem::new(
@@ -357,18 +346,18 @@ pub async fn record_reference(
     let recorded = || vec![("recorded_at", now_text())];
     let updated = || vec![("updated_at", now_text())];
     let cmd = match kind.as_str() {
-        "customer-accounts" => ReferenceCommand::RecordCustomerAccount(parse(body, recorded())?),
-        "partner-accounts" => ReferenceCommand::RecordPartnerAccount(parse(body, recorded())?),
-        "partner-profiles" => ReferenceCommand::ConfigurePartnerProfile(parse(body, recorded())?),
+        "customer-accounts" => ReferenceCommand::RecordCustomerAccount(parse(&body, recorded())?),
+        "partner-accounts" => ReferenceCommand::RecordPartnerAccount(parse(&body, recorded())?),
+        "partner-profiles" => ReferenceCommand::ConfigurePartnerProfile(parse(&body, recorded())?),
         "partner-profiles:not-configured" => {
-            ReferenceCommand::MarkPartnerProfileNotConfigured(parse(body, recorded())?)
+            ReferenceCommand::MarkPartnerProfileNotConfigured(parse(&body, recorded())?)
         }
-        "station-facts" => ReferenceCommand::RecordStationFacts(parse(body, recorded())?),
-        "account-route" => ReferenceCommand::SetAccountRoute(parse(body, recorded())?),
+        "station-facts" => ReferenceCommand::RecordStationFacts(parse(&body, recorded())?),
+        "account-route" => ReferenceCommand::SetAccountRoute(parse(&body, recorded())?),
         "opening-paid-balances" => {
-            ReferenceCommand::RecordOpeningPaidBalance(parse(body, updated())?)
+            ReferenceCommand::RecordOpeningPaidBalance(parse(&body, updated())?)
         }
-        _ => ReferenceCommand::RecordOpeningDeduction(parse(body, updated())?),
+        _ => ReferenceCommand::RecordOpeningDeduction(parse(&body, updated())?),
     };
     let stream = cmd.stream_id();
     write::<Reference>(&state, &caller, &stream, cmd).await
@@ -391,11 +380,11 @@ pub async fn record_reference(
 pub async fn create_payment_order(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
     let cmd: factledger_aggregates::bill::CreatePaymentOrder = parse(
-        body,
+        &body,
         vec![("actor", actor(&caller)), ("created_at", now_text())],
     )?;
     let stream = cmd.order_id.to_string();
@@ -438,7 +427,7 @@ pub async fn post_on_payment_order(
     State(state): State<AppState>,
     caller: Caller,
     Path(tail): Path<String>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     let (id, action) = id_and_action("order_id", &tail, ORDER_ACTIONS, "/v1/payment-orders")?;
     caller.require_write()?;
@@ -446,14 +435,14 @@ pub async fn post_on_payment_order(
     let with_actor = || vec![order.clone(), ("actor", actor(&caller)), ("at", now_text())];
     let cmd = match action {
         "publish" => PaymentOrderCommand::PublishPaymentOrder(parse(
-            body,
+            &body,
             vec![order.clone(), ("at", now_text())],
         )?),
-        "submit" => PaymentOrderCommand::SubmitPaymentOrder(parse(body, with_actor())?),
-        "approve" => PaymentOrderCommand::ApprovePaymentOrder(parse(body, with_actor())?),
-        "reject" => PaymentOrderCommand::RejectPaymentOrder(parse(body, with_actor())?),
-        "void" => PaymentOrderCommand::VoidPaymentOrder(parse(body, with_actor())?),
-        _ => PaymentOrderCommand::MarkPaymentOrderNoNeedPay(parse(body, with_actor())?),
+        "submit" => PaymentOrderCommand::SubmitPaymentOrder(parse(&body, with_actor())?),
+        "approve" => PaymentOrderCommand::ApprovePaymentOrder(parse(&body, with_actor())?),
+        "reject" => PaymentOrderCommand::RejectPaymentOrder(parse(&body, with_actor())?),
+        "void" => PaymentOrderCommand::VoidPaymentOrder(parse(&body, with_actor())?),
+        _ => PaymentOrderCommand::MarkPaymentOrderNoNeedPay(parse(&body, with_actor())?),
     };
     write::<PaymentOrder>(&state, &caller, &id.to_string(), cmd).await
 }
@@ -475,12 +464,12 @@ pub async fn add_line(
     State(state): State<AppState>,
     caller: Caller,
     Path(order_id): Path<String>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     let id = path_id("order_id", &order_id)?;
     caller.require_write()?;
     let cmd = parse(
-        body,
+        &body,
         vec![("order_id", Value::from(id.get())), ("at", now_text())],
     )?;
     let metadata = caller.metadata(&state.config.country_code, None);
@@ -519,7 +508,7 @@ pub async fn post_on_line(
     State(state): State<AppState>,
     caller: Caller,
     Path((order_id, tail)): Path<(String, String)>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     let id = path_id("order_id", &order_id)?;
     let route = format!("/v1/payment-orders/{id}/lines");
@@ -538,12 +527,12 @@ pub async fn post_on_line(
         owned
     };
     let cmd = match action {
-        "adjust" => PaymentOrderCommand::AdjustLine(parse(body, with_actor())?),
-        "remove" => PaymentOrderCommand::RemoveLine(parse(body, ids())?),
+        "adjust" => PaymentOrderCommand::AdjustLine(parse(&body, with_actor())?),
+        "remove" => PaymentOrderCommand::RemoveLine(parse(&body, ids())?),
         "conclude-unqualified" => {
-            PaymentOrderCommand::ConcludeUnqualified(parse(body, with_actor())?)
+            PaymentOrderCommand::ConcludeUnqualified(parse(&body, with_actor())?)
         }
-        _ => PaymentOrderCommand::WithdrawUnqualified(parse(body, with_actor())?),
+        _ => PaymentOrderCommand::WithdrawUnqualified(parse(&body, with_actor())?),
     };
     write::<PaymentOrder>(&state, &caller, &id.to_string(), cmd).await
 }
@@ -569,10 +558,10 @@ pub async fn post_on_line(
 pub async fn reserve_lock(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
-    let cmd = parse(body, vec![("at", now_text())])?;
+    let cmd = parse(&body, vec![("at", now_text())])?;
     let metadata = caller.metadata(&state.config.country_code, None);
     let done = bill_commands::reserve_lock(&state.store, &metadata, cmd)
         .await
@@ -600,7 +589,7 @@ pub async fn post_on_lock(
     State(state): State<AppState>,
     caller: Caller,
     Path((station_id, month, tail)): Path<(String, String, String)>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     let station = path_id("station_id", &station_id)?;
     let month =
@@ -615,8 +604,8 @@ pub async fn post_on_lock(
         ("at", now_text()),
     ];
     let cmd = match action {
-        "activate" => BillLockCommand::ActivateLock(parse(body, owned)?),
-        _ => BillLockCommand::ReleaseLock(parse(body, owned)?),
+        "activate" => BillLockCommand::ActivateLock(parse(&body, owned)?),
+        _ => BillLockCommand::ReleaseLock(parse(&body, owned)?),
     };
     let stream = station_month_stream_id(station, &month);
     write::<BillLocks>(&state, &caller, &stream, cmd).await
@@ -645,10 +634,10 @@ pub async fn post_on_lock(
 pub async fn record_payment_result(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
-    let record: RecordPaymentResult = parse(body, vec![("recorded_at", now_text())])?;
+    let record: RecordPaymentResult = parse(&body, vec![("recorded_at", now_text())])?;
     let metadata = caller.metadata(&state.config.country_code, None);
     let done = run_unit(&state.store, &metadata, |mut unit| {
         let record = record.clone();
@@ -711,12 +700,12 @@ pub async fn post_on_payment_result(
     State(state): State<AppState>,
     caller: Caller,
     Path(tail): Path<String>,
-    body: Result<Json<Value>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<Written, Problem> {
     let (id, _) = id_and_action("result_id", &tail, &["void"], "/v1/bills/payment-results")?;
     caller.require_write()?;
     let cmd = PaymentResultCommand::VoidPaymentResult(parse(
-        body,
+        &body,
         vec![
             ("result_id", Value::from(id.get())),
             ("voided_at", now_text()),

@@ -1,14 +1,15 @@
 //! Job operations (issue 4 item 9): list and inspect jobs (every role), retry, kick,
 //! pause and resume (operators and admins).
 
+use super::body::JsonBody;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::jobs::engine::{RunReport, Selector};
 use crate::jobs::ops::{self, JobSummary, JobView};
 use crate::jobs::{JobError, JobStatus};
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
+use factledger_aggregates::admin_action::AdminAction;
 use serde::{Deserialize, Serialize};
 
 /// Default page of `GET /v1/jobs`.
@@ -36,12 +37,7 @@ impl From<JobError> for Problem {
 }
 
 fn require_operator(caller: &Caller) -> Result<(), Problem> {
-    match caller.principal.role {
-        crate::auth::Role::Admin | crate::auth::Role::Operator => Ok(()),
-        role => Err(Problem::forbidden(&format!(
-            "role {role} may not operate jobs (admin or operator only)"
-        ))),
-    }
+    caller.require_operator("job control")
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -153,7 +149,17 @@ pub async fn post_on_job(
     if ops::show(state.jobs.db(), code).await?.is_none() {
         return Err(JobError::NotFound(code.to_owned()).into());
     }
-    Ok(Json(state.jobs.kick(&[code.to_owned()]).await?))
+    let report = state.jobs.kick(&[code.to_owned()]).await?;
+    caller
+        .record_admin(
+            &state,
+            AdminAction::JobKicked,
+            &format!("job:{code}"),
+            None,
+            None,
+        )
+        .await?;
+    Ok(Json(report))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -163,11 +169,6 @@ pub struct RetryRequest {
     codes: Vec<String>,
     #[serde(default)]
     business_keys: Vec<String>,
-}
-
-fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, Problem> {
-    body.map(|Json(b)| b)
-        .map_err(|e| Problem::invalid("INVALID_BODY", "", e.body_text()))
 }
 
 /// Manual retry (R-JOB-6) by codes and/or business keys, merged: serial, no quota,
@@ -180,12 +181,26 @@ fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, Problem> {
 pub async fn retry(
     State(state): State<AppState>,
     caller: Caller,
-    req: Result<Json<RetryRequest>, JsonRejection>,
+    req: JsonBody,
 ) -> Result<Json<RunReport>, Problem> {
     require_operator(&caller)?;
-    let req = body(req)?;
+    let req: RetryRequest = req.parse()?;
     let selector = Selector::parse(req.codes, req.business_keys)?;
-    Ok(Json(state.jobs.retry(&selector).await?))
+    let report = state.jobs.retry(&selector).await?;
+    let detail = serde_json::json!({
+        "codes": selector.codes,
+        "business_keys": selector.business_keys,
+    });
+    caller
+        .record_admin(
+            &state,
+            AdminAction::JobsRetried,
+            "jobs",
+            None,
+            Some(detail.to_string()),
+        )
+        .await?;
+    Ok(Json(report))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -205,31 +220,48 @@ pub struct PauseState {
 pub async fn pause(
     State(state): State<AppState>,
     caller: Caller,
-    req: Result<Json<PauseRequest>, JsonRejection>,
+    req: JsonBody,
 ) -> Result<Json<PauseState>, Problem> {
     require_operator(&caller)?;
-    let req = match req {
-        Err(JsonRejection::MissingJsonContentType(_)) => PauseRequest::default(),
-        other => body(other)?,
-    };
+    let req: PauseRequest = req.parse_or_default()?;
     state
         .jobs
         .set_paused(true, &caller.principal.actor(), req.reason.as_deref())
         .await?;
+    caller
+        .record_admin(
+            &state,
+            AdminAction::JobsPaused,
+            "jobs",
+            req.reason.as_deref(),
+            None,
+        )
+        .await?;
     Ok(Json(PauseState { paused: true }))
 }
 
-/// Resume after a maintenance pause.
-#[utoipa::path(post, path = "/v1/jobs:resume",
+/// Resume after a maintenance pause (optionally `{reason}`, recorded with the action).
+#[utoipa::path(post, path = "/v1/jobs:resume", request_body = PauseRequest,
     responses((status = 200, body = PauseState)), security(("bearer" = [])))]
 pub async fn resume(
     State(state): State<AppState>,
     caller: Caller,
+    req: JsonBody,
 ) -> Result<Json<PauseState>, Problem> {
     require_operator(&caller)?;
+    let req: PauseRequest = req.parse_or_default()?;
     state
         .jobs
-        .set_paused(false, &caller.principal.actor(), None)
+        .set_paused(false, &caller.principal.actor(), req.reason.as_deref())
+        .await?;
+    caller
+        .record_admin(
+            &state,
+            AdminAction::JobsResumed,
+            "jobs",
+            req.reason.as_deref(),
+            None,
+        )
         .await?;
     Ok(Json(PauseState { paused: false }))
 }

@@ -7,6 +7,7 @@ mod audit;
 mod bill_reads;
 mod bill_refresh;
 mod bills;
+mod body;
 mod callbacks;
 pub mod conn;
 mod cron;
@@ -278,6 +279,37 @@ impl Caller {
                 self.principal.role
             )))
         }
+    }
+
+    /// Refuse callers whose role may not take operator actions (service, auditor):
+    /// 403 naming the roles that may.
+    pub fn require_operator(&self, action: &str) -> Result<(), Problem> {
+        if self.principal.role.can_operate() {
+            Ok(())
+        } else {
+            Err(Problem::forbidden(&format!(
+                "{action} is an operator action: it needs role operator or admin, and \
+                 this key's role is {}",
+                self.principal.role
+            )))
+        }
+    }
+
+    /// Record an accepted operator or admin action as an event (`crate::admin_log`);
+    /// a record that cannot be written fails the request.
+    pub async fn record_admin(
+        &self,
+        state: &AppState,
+        action: factledger_aggregates::admin_action::AdminAction,
+        target: &str,
+        reason: Option<&str>,
+        detail: Option<String>,
+    ) -> Result<(), Problem> {
+        let metadata = self.metadata(&state.config.country_code, None);
+        crate::admin_log::record(&state.store, &metadata, action, target, reason, detail)
+            .await
+            .map(|_| ())
+            .map_err(|e| Problem::internal(e.to_string()))
     }
 
     pub fn metadata(&self, country_code: &str, command_id: Option<String>) -> Metadata {

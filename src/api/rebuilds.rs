@@ -1,11 +1,12 @@
 //! Rebuilding projections on demand: start one, follow its progress.
 
+use super::body::JsonBody;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::rebuild::{self, RebuildError, RebuildOptions, RebuildStatus, Scope};
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use factledger_aggregates::admin_action::AdminAction;
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -58,15 +59,12 @@ pub async fn start(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-    body: Result<Json<RebuildRequest>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<(StatusCode, Json<RebuildStatus>), Problem> {
-    caller.require_write()?;
-    let req = match body {
-        Ok(Json(r)) => r,
-        Err(JsonRejection::MissingJsonContentType(_)) => RebuildRequest::default(),
-        Err(e) => return Err(Problem::invalid("INVALID_BODY", "", e.body_text())),
-    };
+    caller.require_operator("a projection rebuild")?;
+    let req: RebuildRequest = body.parse_or_default()?;
     let scope = Scope::parse(req.scope.as_deref())?;
+    let scope_text = req.scope.clone().unwrap_or_else(|| "full".to_owned());
     let started = rebuild::begin(
         &state.store,
         &state.projections,
@@ -75,6 +73,15 @@ pub async fn start(
         &caller.principal.actor(),
     )
     .await?;
+    caller
+        .record_admin(
+            &state,
+            AdminAction::RebuildStarted,
+            &format!("projection:{name}"),
+            None,
+            Some(format!("rebuild {} scope {scope_text}", started.id)),
+        )
+        .await?;
     let (store, db, run) = (
         state.store.clone(),
         state.projections.clone(),

@@ -1,13 +1,14 @@
 //! Reconciliations (SPEC R-REC-1): start one, read its report as JSON or as a page.
 //! Starting one is a write (a repair rebuilds rows); reading is open to every role.
 
+use super::body::JsonBody;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::reconcile::{self, Finding, ReconcileError, ReconcileOptions, Run, RunStatus};
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
+use factledger_aggregates::admin_action::AdminAction;
 use serde::Deserialize;
 use std::fmt::Write as _;
 
@@ -60,19 +61,31 @@ async fn find(state: &AppState, id: &str) -> Result<Run, Problem> {
 pub async fn start(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<ReconcileRequest>, JsonRejection>,
+    body: JsonBody,
 ) -> Result<impl IntoResponse, Problem> {
     caller.require_write()?;
-    let req = match body {
-        Ok(Json(r)) => r,
-        Err(JsonRejection::MissingJsonContentType(_)) => ReconcileRequest::default(),
-        Err(e) => return Err(Problem::invalid("INVALID_BODY", "", e.body_text())),
-    };
+    let req: ReconcileRequest = body.parse_or_default()?;
+    // A run that only compares is allowed to every writer (it changes nothing); one
+    // that may repair projection rows is an operator action (F7).
+    if req.repair {
+        caller.require_operator("a reconciliation with repair")?;
+    }
     let options = ReconcileOptions {
         repair: req.repair,
         ..ReconcileOptions::default()
     };
     let run = reconcile::start_run(&state.projections, options, &caller.principal.actor()).await?;
+    if req.repair {
+        caller
+            .record_admin(
+                &state,
+                AdminAction::ReconciliationRepairStarted,
+                &format!("reconciliation:{}", run.id),
+                None,
+                None,
+            )
+            .await?;
+    }
     let (store, db, started) = (state.store.clone(), state.projections.clone(), run.clone());
     let anchor_file = state.config.anchor_file.clone();
     tokio::spawn(async move {

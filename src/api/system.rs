@@ -62,7 +62,10 @@ use utoipa::OpenApi;
         super::callbacks::list,
         super::callbacks::show,
         super::outbox::sinks,
-        health
+        super::bill_reads::get_station_month,
+        health,
+        metrics,
+        openapi
     ),
     components(schemas(
         super::problem::ProblemBody,
@@ -219,6 +222,7 @@ pub async fn projections(
     )
 }
 
+#[utoipa::path(get, path = "/metrics", responses((status = 200, content_type = "text/plain", body = String, description = "Prometheus text format"), (status = 401, body = super::ProblemBody), (status = 403, body = super::ProblemBody)), security(("bearer" = [])))]
 /// Prometheus text exposition on the main listener: for admin, operator and auditor
 /// keys (monitoring is operations, and reading it changes nothing); a service key,
 /// which sends business commands, is refused. Scrapers without a key use
@@ -251,6 +255,9 @@ fn exposition(metrics: &metrics_exporter_prometheus::PrometheusHandle) -> impl I
     )
 }
 
+/// This document. Every route the router serves is in it (checked by
+/// `tests/role_matrix.rs` against `router`'s `.route(` list).
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document", body = Object)))]
 pub async fn openapi() -> impl IntoResponse {
     Json(ApiDoc::openapi())
 }

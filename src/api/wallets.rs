@@ -111,15 +111,17 @@ pub async fn post_command(
             Problem::invalid("INVALID_BODY", "", e.body_text())
         }
     })?;
-    let value: serde_json::Value = serde_json::from_slice(&body)
-        .map_err(|e| Problem::invalid("MALFORMED_JSON", "", format!("body is not JSON: {e}")))?;
+    let value = crate::json::parse_unique(&body).map_err(super::body::json_problem)?;
     // Canonical form (sorted keys) so formatting differences are the same request.
     let canonical = value.to_string();
     let command = WalletCommand::parse_json(value)
         .map_err(|e| Problem::invalid(e.code, &e.field, e.message))?;
     tracing::Span::current().record("command", command.name());
     let key = idempotency_key(&headers)?;
+    // Scoped to the caller (F6): another key's record is never found, replayed or
+    // compared against this request.
     let idempotency = key.clone().map(|key| IdempotencyRow {
+        scope: caller.principal.actor(),
         request_hash: hex::encode(Sha256::digest(
             format!("POST /v1/wallets/{wallet_id}/commands\n{canonical}").as_bytes(),
         )),

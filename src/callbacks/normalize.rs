@@ -84,8 +84,10 @@ fn id_at(body: &Value, pointer: &str, what: &str, max: usize) -> Result<String, 
 
 impl Normalizer for JsonPointers {
     fn normalize(&self, raw: &[u8]) -> Result<Normalized, NormalizeError> {
-        let body: Value = serde_json::from_slice(raw)
-            .map_err(|e| NormalizeError(format!("the body is not JSON: {e}")))?;
+        // Repeated keys refused (issue 14 F5): the signature covers the raw text, and
+        // two readers must not see two different event ids in it.
+        let body: Value =
+            crate::json::parse_unique(raw).map_err(|e| NormalizeError(e.to_string()))?;
         let event_id = id_at(&body, &self.event_id, "event id", EVENT_ID_CHARS_MAX)?;
         let event_type = id_at(&body, &self.event_type, "event type", EVENT_TYPE_CHARS_MAX)?;
         let data = match &self.data {
@@ -141,5 +143,14 @@ mod tests {
         }
         let long = format!(r#"{{"id":"{}","type":"x"}}"#, "e".repeat(129));
         assert!(n.normalize(long.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn f5_a_callback_that_repeats_a_key_is_not_normalised() {
+        let n = JsonPointers::new("/id", "/type");
+        let e = n
+            .normalize(br#"{"id":"e-1","type":"PAID","id":"e-2"}"#)
+            .unwrap_err();
+        assert!(e.0.contains("id appears twice"), "{e}");
     }
 }

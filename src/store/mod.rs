@@ -89,8 +89,16 @@ pub struct LedgerRefRow {
 }
 
 /// An idempotency record written in the same transaction as the append (R-ES-9).
+///
+/// Keys are scoped per caller, as Stripe scopes them per API key (issue 14 F6): the
+/// same `Idempotency-Key` from two callers names two different commands, and a caller
+/// never sees another's stored response nor is blocked by it. The record's primary
+/// key is `(scope, key)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyRow {
+    /// Whose key it is: the caller's actor (`key:<api key id>`), or an internal
+    /// actor's own name (`job:…`, a process manager) — never shared between callers.
+    pub scope: String,
     pub key: String,
     /// SHA-256 of the request (method, path and body).
     pub request_hash: String,
@@ -633,7 +641,12 @@ pub trait EventStore: Send + Sync + 'static {
     /// Delete every snapshot (they are an optimisation only). Returns how many.
     async fn delete_snapshots(&self) -> Result<u64, StoreError>;
 
-    async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+    /// The record of `key` in `scope` (see [`IdempotencyRow`]).
+    async fn find_idempotency(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
 
     /// The streams in key order after `(after_type, after_id)`, at most `limit`
     /// (keyset paging for verify).

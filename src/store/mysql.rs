@@ -412,7 +412,8 @@ impl MysqlStore {
                 log.push_str(if log.is_empty() { "" } else { "," });
                 let _ = write!(
                     log,
-                    "({}, {}, {first}, {last}, UTC_TIMESTAMP(6))",
+                    "({}, {}, {}, {first}, {last}, UTC_TIMESTAMP(6))",
+                    lit(&idem.scope),
                     lit(&idem.key),
                     lit(&idem.request_hash)
                 );
@@ -437,8 +438,8 @@ impl MysqlStore {
         if !log.is_empty() {
             stmts.push((
                 format!(
-                    "INSERT INTO command_log (idempotency_key, request_hash, first_position, \
-                     last_position, created_at) VALUES {log}"
+                    "INSERT INTO command_log (scope, idempotency_key, request_hash, \
+                     first_position, last_position, created_at) VALUES {log}"
                 ),
                 Stmt::CommandLog,
             ));
@@ -1139,11 +1140,16 @@ impl EventStore for MysqlStore {
         Ok(r.rows_affected())
     }
 
-    async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+    async fn find_idempotency(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT request_hash, first_position, last_position FROM command_log \
-             WHERE idempotency_key = ?",
+             WHERE scope = ? AND idempotency_key = ?",
         )
+        .bind(scope)
         .bind(key)
         .fetch_optional(&self.pool)
         .await

@@ -154,9 +154,10 @@ impl SqliteStore {
                 let n = unit.event_count() as i64;
                 let (f, l) = if n == 0 { (0, 0) } else { (next + 1, next + n) };
                 sqlx::query(
-                    "INSERT INTO command_log (idempotency_key, request_hash, first_position, \
-                     last_position, created_at) VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO command_log (scope, idempotency_key, request_hash, \
+                     first_position, last_position, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 )
+                .bind(&idem.scope)
                 .bind(&idem.key)
                 .bind(&idem.request_hash)
                 .bind(f)
@@ -566,11 +567,16 @@ impl EventStore for SqliteStore {
         Ok(r.rows_affected())
     }
 
-    async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+    async fn find_idempotency(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT request_hash, first_position, last_position FROM command_log \
-             WHERE idempotency_key = ?",
+             WHERE scope = ? AND idempotency_key = ?",
         )
+        .bind(scope)
         .bind(key)
         .fetch_optional(&self.pool)
         .await

@@ -6,6 +6,8 @@
 //! in a fresh temporary directory.
 #![allow(dead_code)]
 
+pub mod app;
+
 use factledger::store::{self, DynStore};
 use sqlx::Connection;
 

@@ -27,6 +27,7 @@ pub struct NormalisedOrder {
     pub country: CountryCode,
     pub platform_order_id: PlatformOrderId,
     pub status: OrderStatus,
+    #[serde(deserialize_with = "crate::money::iso_currency")]
     pub currency: Currency,
     /// 0 means the platform did not send it (sparse replay, R-ORD-6).
     pub gmv_minor: ReportedMinor,

@@ -23,7 +23,11 @@ pub struct OpenCampaign {
     /// The whole quota: orders, or minor units of `currency`.
     pub quota_limit: AmountMinor,
     /// Required for `MINOR_UNITS` quotas, so a fund in IDR never reserves USD.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::money::iso_currency_opt"
+    )]
     pub currency: Option<Currency>,
     /// Orders placed from here on (inclusive) take part.
     pub starts_at: DateTime<Utc>,

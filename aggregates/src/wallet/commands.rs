@@ -15,7 +15,11 @@ pub struct MoveFunds {
     pub amount_minor: AmountMinor,
     /// Optional guard: when given it must equal the wallet's currency, so a caller
     /// that thinks in another currency is refused instead of booking a wrong amount.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::money::iso_currency_opt"
+    )]
     pub currency: Option<Currency>,
 }
 
@@ -23,6 +27,8 @@ pub struct MoveFunds {
 #[serde(deny_unknown_fields)]
 pub struct OpenWallet {
     pub user_id: BoundedId,
+    /// A circulating ISO 4217 code (`ZZZ`, `XXX` and the like are refused).
+    #[serde(deserialize_with = "crate::money::iso_currency")]
     pub currency: Currency,
 }
 
