@@ -473,11 +473,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             // Recorded once the rebuild is under way (a refused attempt — another
             // rebuild holds the lease — is no action); the one-transaction rebuilds
-            // of the other projections start and end in the same step.
+            // of the other projections record it just before they start.
             let target = format!("projection:{projection}");
             let detail = format!("scope {}", scope.as_deref().unwrap_or("full"));
             if projection == factledger::bill_projection::NAME {
-                let done = rebuild_bill(&db, scope.as_deref()).await?;
                 audit(
                     &db,
                     AdminAction::RebuildStarted,
@@ -486,6 +485,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Some(detail),
                 )
                 .await?;
+                let done = rebuild_bill(&db, scope.as_deref()).await?;
                 println!("{done}");
                 return Ok(ExitCode::SUCCESS);
             }
@@ -493,18 +493,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 if scope.is_some() {
                     anyhow::bail!("{projection} has full rebuilds only: drop --scope");
                 }
-                let done = factledger::projector::rebuild_full(
-                    &db.store,
-                    &db.projections,
-                    projector.as_ref(),
-                )
-                .await?;
+                // Recorded first, so the rebuilt rows reach the head, this event included.
                 audit(
                     &db,
                     AdminAction::RebuildStarted,
                     &target,
                     None,
                     Some(detail),
+                )
+                .await?;
+                let done = factledger::projector::rebuild_full(
+                    &db.store,
+                    &db.projections,
+                    projector.as_ref(),
                 )
                 .await?;
                 println!("{}", serde_json::to_string(&done)?);
