@@ -13,7 +13,7 @@
 mod common;
 
 use common::load::{self, Attempt, CommandRun, Load, Progress, Targets};
-use common::mariadb::PrivateMariadb;
+use common::mariadb::{a_statement_waits, hold_appends, PrivateMariadb};
 use sqlx::Connection;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,47 +35,6 @@ fn load() -> Load {
         wallets: 4,
         pace: Duration::from_millis(15),
     }
-}
-
-/// Hold the lock every append takes first (the event sequence row), so the appends
-/// of the commands now arriving wait inside their transaction: the kill then cuts
-/// them off mid-way, whatever the timing of the machine. Reads do not wait on it.
-async fn hold_appends(url: &str) -> sqlx::Transaction<'static, sqlx::MySql> {
-    let pool = sqlx::mysql::MySqlPoolOptions::new()
-        .max_connections(1)
-        .connect(url)
-        .await
-        .expect("connect to hold the sequence lock");
-    let mut tx = pool.begin().await.expect("begin");
-    sqlx::query("SELECT last_position FROM event_sequence WHERE id = 1 FOR UPDATE")
-        .execute(&mut *tx)
-        .await
-        .expect("hold the sequence lock");
-    tx
-}
-
-/// Wait (bounded) until another connection runs a statement whose text starts with
-/// `statement` (waiting for a lock the test holds).
-async fn a_statement_waits(url: &str, statement: &str) -> bool {
-    let deadline = Instant::now() + STATEMENT_WAIT_MAX;
-    let sql = format!(
-        "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-         WHERE ID <> CONNECTION_ID() AND INFO LIKE '{statement}%'"
-    );
-    let mut conn = sqlx::MySqlConnection::connect(url)
-        .await
-        .expect("connect to watch the statements");
-    while Instant::now() < deadline {
-        let waiting: i64 = sqlx::query_scalar(&sql)
-            .fetch_one(&mut conn)
-            .await
-            .expect("read the process list");
-        if waiting > 0 {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
 }
 
 /// A command sent while the API key table is locked, so that its key lookup is cut
@@ -108,7 +67,7 @@ async fn probe_key_lookup(
         probe
     });
     assert!(
-        a_statement_waits(url, "SELECT key_id, role FROM api_keys").await,
+        a_statement_waits(url, "SELECT key_id, role FROM api_keys", STATEMENT_WAIT_MAX).await,
         "the probe's key lookup never waited for the lock"
     );
     (lock, task)
@@ -142,7 +101,7 @@ async fn kill_until_an_outcome_is_unknown(
     let mut probe = None;
     for kill in 1..=KILLS_MAX {
         let held = hold_appends(url).await;
-        let waiting = a_statement_waits(url, "UPDATE event_sequence").await;
+        let waiting = a_statement_waits(url, "UPDATE event_sequence", STATEMENT_WAIT_MAX).await;
         let locked = match probe {
             None => {
                 let (lock, task) = probe_key_lookup(url, targets, load).await;

@@ -186,3 +186,48 @@ fn log_tail(path: &Path) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
+
+/// Hold the lock every append takes first (the event sequence row of the database
+/// `url` names), so the appends of the commands now arriving wait inside their
+/// transaction: a kill then cuts them off mid-way, whatever the timing of the
+/// machine. Reads do not wait on it. Release with `rollback` (or kill the server).
+pub async fn hold_appends(url: &str) -> sqlx::Transaction<'static, sqlx::MySql> {
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await
+        .expect("connect to hold the sequence lock");
+    let mut tx = pool.begin().await.expect("begin");
+    sqlx::query("SELECT last_position FROM event_sequence WHERE id = 1 FOR UPDATE")
+        .execute(&mut *tx)
+        .await
+        .expect("hold the sequence lock");
+    tx
+}
+
+/// Wait, at most `within`, until another connection to the database `url` names
+/// runs a statement whose text starts with `statement` (e.g. waiting for a lock the
+/// test holds).
+pub async fn a_statement_waits(url: &str, statement: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let sql = format!(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+         WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND INFO LIKE '{statement}%'"
+    );
+    let mut conn = sqlx::MySqlConnection::connect(url)
+        .await
+        .expect("connect to watch the statements");
+    while Instant::now() < deadline {
+        let waiting: i64 = sqlx::query_scalar(&sql)
+            .fetch_one(&mut conn)
+            .await
+            .expect("read the process list");
+        if waiting > 0 {
+            let _ = conn.close().await;
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = conn.close().await;
+    false
+}
