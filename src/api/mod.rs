@@ -398,7 +398,10 @@ impl FromRequestParts<AppState> for Caller {
             .keys
             .authenticate(secret)
             .await
-            .map_err(|e| Problem::internal(format!("key lookup failed: {e:#}")))?
+            .map_err(|e| match e.downcast_ref::<sqlx::Error>() {
+                Some(s) if crate::db::is_connection_failure(s) => Problem::database_unavailable(),
+                _ => Problem::internal(format!("key lookup failed: {e:#}")),
+            })?
             .ok_or_else(|| Problem::unauthorized("unknown or revoked API key"))?;
         state
             .limits

@@ -31,6 +31,10 @@ pub struct Problem {
     pub retry_after_s: Option<u64>,
 }
 
+/// `Retry-After` of a 503 `DATABASE_UNAVAILABLE`: a restarting database is back
+/// within seconds.
+const DATABASE_RETRY_AFTER_S: u64 = 1;
+
 /// The detail every 500 answers with; the error itself is only in the log.
 const INTERNAL_DETAIL: &str = "the service failed to handle this request";
 
@@ -102,6 +106,18 @@ impl Problem {
     pub fn retry_after(mut self, seconds: u64) -> Self {
         self.retry_after_s = Some(seconds);
         self
+    }
+
+    /// A 503 `DATABASE_UNAVAILABLE`: the database could not be reached (it may be
+    /// restarting); the client retries, commands with the same Idempotency-Key.
+    pub fn database_unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "DATABASE_UNAVAILABLE",
+            "the database cannot be reached right now; retry shortly (a command with the \
+             same Idempotency-Key)",
+        )
+        .retry_after(DATABASE_RETRY_AFTER_S)
     }
 
     /// A 500 `INTERNAL`: `error` is logged under a fresh error id and never answered.
@@ -188,6 +204,7 @@ impl From<StoreError> for Problem {
                 "the database connection failed while the command was in flight; retry with \
                  the same Idempotency-Key to learn its outcome",
             ),
+            StoreError::Unavailable(_) => Problem::database_unavailable(),
             StoreError::Conflict { .. } => {
                 Problem::new(StatusCode::CONFLICT, "CONCURRENCY_CONFLICT", e.to_string())
             }
@@ -263,6 +280,19 @@ mod tests {
         assert_eq!(p.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(p.code, "OUTCOME_UNKNOWN");
         assert!(p.detail.contains("Idempotency-Key"));
+    }
+
+    #[test]
+    fn a_database_that_cannot_be_reached_is_503_database_unavailable_with_retry_after() {
+        let p = Problem::from(StoreError::Unavailable("connection refused".into()));
+        assert_eq!(p.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(p.code, "DATABASE_UNAVAILABLE");
+        assert_eq!(p.retry_after_s, Some(DATABASE_RETRY_AFTER_S));
+        assert!(p.detail.contains("Idempotency-Key"));
+        assert!(crate::db::is_connection_failure(&sqlx::Error::PoolTimedOut));
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(crate::db::is_connection_failure(&sqlx::Error::Io(reset)));
+        assert!(!crate::db::is_connection_failure(&sqlx::Error::RowNotFound));
     }
 
     #[test]

@@ -536,6 +536,12 @@ pub enum StoreError {
     /// committed. Callers re-read before deciding anything.
     #[error("outcome unknown: {0}")]
     OutcomeUnknown(String),
+    /// The database could not be reached, or the connection broke, outside an
+    /// append (a read, or taking a connection before the unit was sent): a passing
+    /// condition, e.g. the database restarting. Appends cut off mid-way report
+    /// [`StoreError::OutcomeUnknown`] instead.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     /// Stored data does not parse or contradicts itself.
     #[error("corrupt store data: {0}")]
     Corrupt(String),

@@ -732,7 +732,11 @@ fn rollback(
 }
 
 fn db_err(e: sqlx::Error) -> StoreError {
-    StoreError::Database(e.to_string())
+    if crate::db::is_connection_failure(&e) {
+        StoreError::Unavailable(e.to_string())
+    } else {
+        StoreError::Database(e.to_string())
+    }
 }
 
 const EVENT_COLUMNS: &str = "global_position, aggregate_type, aggregate_id, sequence, event_type, \

@@ -7,6 +7,8 @@
 #![allow(dead_code)]
 
 pub mod app;
+pub mod load;
+pub mod mariadb;
 
 use factledger::store::{self, DynStore};
 use sqlx::Connection;
@@ -261,8 +263,14 @@ impl Server {
 
     /// [`Server::start`] with these options.
     pub async fn start_with(db: &TestDb, options: factledger::server::ServeOptions) -> Server {
+        Self::start_at(&db.url, options).await
+    }
+
+    /// [`Server::start_with`] on a database given by URL (a database server the test
+    /// runs itself, e.g. [`mariadb::PrivateMariadb`]).
+    pub async fn start_at(url: &str, options: factledger::server::ServeOptions) -> Server {
         let key_dir = tempfile::tempdir().expect("key dir");
-        let started = factledger::server::start_with(&db.url, "ID", key_dir.path(), options)
+        let started = factledger::server::start_with(url, "ID", key_dir.path(), options)
             .await
             .expect("server starts");
         let admin = started.admin_key.expect("first start creates an admin key");
