@@ -34,7 +34,7 @@
 # Environment (all optional):
 #   FUZZ_MAX_EXAMPLES   default 25: generated cases per operation and phase
 #   FUZZ_SEED           default 14: the seed (same seed + same binary = same requests)
-#   FUZZ_TIME_S         default 200: hard bound on schemathesis' run (seconds); the
+#   FUZZ_TIME_S         default 180: hard bound on schemathesis' run (seconds); the
 #                       whole step, server start included, stays under 4 minutes
 #   FUZZ_WORKERS        default 2: concurrent schemathesis workers (2 cores)
 #   FUZZ_REPORT_DIR     where the JUnit report goes (default: the temporary directory,
@@ -42,16 +42,18 @@
 #   XDG_CACHE_HOME      the venv lives in ${XDG_CACHE_HOME:-$HOME/.cache}/factledger
 set -euo pipefail
 
+# Paths given by the caller are relative to where they called from.
+readonly CALLER_DIR="$PWD"
 cd "$(dirname "$0")/.."
 
 # Pinned: a newer schemathesis may add checks or change generation; upgrade on purpose.
 readonly SCHEMATHESIS_VERSION=4.32.5
 readonly VENV_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/factledger/schemathesis-venv"
 readonly PIP_TIMEOUT_S=180
-readonly SERVER_START_TIMEOUT_S=60
+readonly SERVER_START_TIMEOUT_S=45
 readonly FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-25}"
 readonly FUZZ_SEED="${FUZZ_SEED:-14}"
-readonly FUZZ_TIME_S="${FUZZ_TIME_S:-200}"
+readonly FUZZ_TIME_S="${FUZZ_TIME_S:-180}"
 readonly FUZZ_WORKERS="${FUZZ_WORKERS:-2}"
 # Each request must answer well within this; a debug build on 2 busy cores is slow.
 readonly FUZZ_REQUEST_TIMEOUT_S=20
@@ -59,7 +61,11 @@ readonly CHECKS=no_server_error,status_code_conformance,content_type_conformance
 readonly HOOKS_FILE="$PWD/tools/fuzz-api-hooks.py"
 readonly EX_TEMPFAIL=75
 
+# The default is relative to the repository root, where cargo puts `target/`.
 binary="${1:-${CARGO_TARGET_DIR:-target}/debug/factledger}"
+if [ -n "${1:-}" ] && [[ "$binary" != /* ]]; then
+  binary="$CALLER_DIR/$binary"
+fi
 
 die() {
   echo "tools/fuzz-api.sh: $*" >&2
@@ -94,6 +100,7 @@ ensure_schemathesis() {
   mkdir -p "$(dirname "$VENV_DIR")"
   python3 -m venv "$VENV_DIR"
   if ! timeout "$PIP_TIMEOUT_S" "$VENV_DIR/bin/pip" install --quiet --disable-pip-version-check \
+    --timeout 30 --retries 2 \
     "schemathesis==$SCHEMATHESIS_VERSION"; then
     echo "tools/fuzz-api.sh: pip could not install schemathesis $SCHEMATHESIS_VERSION" \
       "(is PyPI reachable?)" >&2
@@ -152,23 +159,29 @@ admin_key="$(sed -n '/^First start: created admin API key/{n;p;q}' "$server_log"
 echo "factledger serve (pid $server_pid) on $base_url, fresh SQLite database in $work_dir"
 
 report_dir="${FUZZ_REPORT_DIR:-$work_dir/report}"
+[[ "$report_dir" == /* ]] || report_dir="$CALLER_DIR/$report_dir"
 echo "schemathesis: checks $CHECKS; $FUZZ_MAX_EXAMPLES examples per operation, seed $FUZZ_SEED," \
   "at most $FUZZ_TIME_S s"
 started_s=$SECONDS
 st_rc=0
 # `timeout` is the hard bound; --max-time would make schemathesis spend the whole
 # budget (it repeats fuzzing until the time is up) instead of stopping when done.
-SCHEMATHESIS_HOOKS="$HOOKS_FILE" \
-  timeout --kill-after=10 "$FUZZ_TIME_S" "$VENV_DIR/bin/st" run "$base_url/openapi.json" \
-  --header "Authorization: Bearer $admin_key" \
-  --checks "$CHECKS" \
-  --max-examples "$FUZZ_MAX_EXAMPLES" \
-  --seed "$FUZZ_SEED" \
-  --generation-database none \
-  --workers "$FUZZ_WORKERS" \
-  --request-timeout "$FUZZ_REQUEST_TIMEOUT_S" \
-  --no-color \
-  --report junit --report-dir "$report_dir" || st_rc=$?
+# From the temporary directory: schemathesis keeps a `.schemathesis/` cache in its
+# working directory, which must not land in the repository.
+(
+  cd "$work_dir"
+  SCHEMATHESIS_HOOKS="$HOOKS_FILE" \
+    exec timeout --kill-after=10 "$FUZZ_TIME_S" "$VENV_DIR/bin/st" run "$base_url/openapi.json" \
+    --header "Authorization: Bearer $admin_key" \
+    --checks "$CHECKS" \
+    --max-examples "$FUZZ_MAX_EXAMPLES" \
+    --seed "$FUZZ_SEED" \
+    --generation-database none \
+    --workers "$FUZZ_WORKERS" \
+    --request-timeout "$FUZZ_REQUEST_TIMEOUT_S" \
+    --no-color \
+    --report junit --report-dir "$report_dir"
+) || st_rc=$?
 echo "schemathesis finished in $((SECONDS - started_s)) s (exit $st_rc)"
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
