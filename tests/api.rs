@@ -676,15 +676,17 @@ both_backends!(
         }
         let r = app.get(&format!("{events}?limit=1000")).await;
         assert_eq!(r.status, StatusCode::OK);
-        let p = app
-            .get(&format!("{events}?cursor=9"))
-            .await
-            .problem(422, "INVALID_QUERY", None);
+        let p = app.get(&format!("{events}?cursor=9")).await.problem(
+            422,
+            "INVALID_QUERY",
+            Some("cursor"),
+        );
         assert!(p["detail"].as_str().unwrap().contains("cursor"), "{p}");
-        let p = app
-            .get(&format!("{events}?limit=ten"))
-            .await
-            .problem(422, "INVALID_QUERY", None);
+        let p = app.get(&format!("{events}?limit=ten")).await.problem(
+            422,
+            "INVALID_QUERY",
+            Some("limit"),
+        );
         assert!(p["detail"].as_str().unwrap().contains("limit"), "{p}");
         app.get("/v1/streams/wallet/w%201/events").await.problem(
             422,

@@ -14,7 +14,11 @@
 #      licenses, sources always; advisories when the RustSec database can be
 #      fetched, else skipped with a message; cargo-deny is installed when missing),
 #      cargo test (dev profile, so dependencies are built once for it; no release
-#      build).
+#      build),
+#   4. API fuzzing: tools/fuzz-api.sh runs schemathesis over /openapi.json against the
+#      debug binary cargo test built (a Python venv under ~/.cache/factledger, created
+#      once; when PyPI cannot be reached the step is SKIPPED with a message, but a fuzz
+#      failure fails the check).
 # Tests run against SQLite and MariaDB inside the same test binaries.
 #
 # Environment (all optional):
@@ -23,6 +27,8 @@
 #   FL_TEST_DB_STALE_MIN      default 10: `fl_test_*` databases with no table created
 #                             in this many minutes are leftovers and get dropped
 #                             (younger ones may belong to a concurrent run)
+#   FUZZ_MAX_EXAMPLES, FUZZ_SEED, FUZZ_TIME_S, FUZZ_WORKERS
+#                             the fuzzing bounds (see tools/fuzz-api.sh)
 #   FL_TLS_QUIET_WAIT_S       default 120: how long tools/mariadb-tls.sh waits for other
 #                             clients to finish before it restarts a MariaDB that
 #                             runs without TLS (once; later runs only check)
@@ -47,6 +53,8 @@ readonly CARGO_DENY_VERSION=0.20.2
 # The advisory database is a git repository on GitHub; where it cannot be reached
 # (offline CI, a sandbox) the advisories check is skipped rather than left hanging.
 readonly ADVISORY_DB_FETCH_TIMEOUT_S=60
+# tools/fuzz-api.sh's exit code when schemathesis could not be installed (EX_TEMPFAIL).
+readonly FUZZ_SKIPPED_RC=75
 
 export FACTLEDGER_TEST_MYSQL_URL="mysql://root@${MYSQL_HOST}:${MYSQL_PORT}"
 export FACTLEDGER_TEST_NATS_URL="nats://${NATS_HOST}:${NATS_PORT}"
@@ -256,6 +264,19 @@ ensure_cargo_deny() {
   env -u CARGO_TARGET_DIR cargo install --locked cargo-deny --version "$CARGO_DENY_VERSION"
 }
 
+# Fuzz the API of the debug binary `cargo test` just built. Only an uninstallable
+# schemathesis (PyPI unreachable) is skipped; any failure it finds fails the check.
+fuzz_api() {
+  local rc=0
+  tools/fuzz-api.sh "${CARGO_TARGET_DIR:-target}/debug/factledger" || rc=$?
+  if [ "$rc" -eq "$FUZZ_SKIPPED_RC" ]; then
+    echo "API fuzzing: SKIPPED - schemathesis could not be installed from PyPI" \
+      "(https://pypi.org); run tools/fuzz-api.sh where PyPI is reachable"
+  elif [ "$rc" -ne 0 ]; then
+    die "API fuzzing failed (exit $rc)"
+  fi
+}
+
 # Advisories only when the database can be fetched now: a stale local copy would
 # pass silently, and an unreachable GitHub must not fail the whole check.
 check_advisories() {
@@ -301,3 +322,6 @@ check_advisories
 
 section "cargo test (dev profile; SQLite and MariaDB)"
 cargo test --workspace
+
+section "API fuzzing (schemathesis)"
+fuzz_api

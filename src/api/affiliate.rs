@@ -2,10 +2,10 @@
 //! from `affiliate_orders` and `GET /v1/commissions` from `commission_records`. Every
 //! role may read; `min_position` waits for the projection (read-your-writes).
 
+use super::query::QueryParams;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::projector::select_rows;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use factledger_aggregates::affiliate::{order_stream_id, Platform, PlatformOrderId};
@@ -137,11 +137,6 @@ async fn reflected(
     super::reflected(state, projector.name(), projector.version(), min_position).await
 }
 
-fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Problem> {
-    q.map(|Query(q)| q)
-        .map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))
-}
-
 /// An affiliate order as the `affiliate_orders` projection shows it.
 #[utoipa::path(
     get,
@@ -158,9 +153,8 @@ pub async fn get_order(
     State(state): State<AppState>,
     caller: Caller,
     Path((platform, platform_order_id)): Path<(String, String)>,
-    q: Result<Query<OrderQuery>, QueryRejection>,
+    QueryParams(q): QueryParams<OrderQuery>,
 ) -> Result<Json<OrderView>, Problem> {
-    let q = query(q)?;
     let platform = Platform::parse(&platform)
         .map_err(|e| Problem::invalid("INVALID_FIELD", "platform", e.rule))?;
     let platform_order_id = PlatformOrderId::parse(&platform_order_id)
@@ -247,9 +241,8 @@ fn commission_view(row: &MemRow) -> CommissionView {
 pub async fn list_commissions(
     State(state): State<AppState>,
     caller: Caller,
-    q: Result<Query<CommissionsQuery>, QueryRejection>,
+    QueryParams(q): QueryParams<CommissionsQuery>,
 ) -> Result<Json<CommissionsPage>, Problem> {
-    let q = query(q)?;
     let user_id = q
         .user_id
         .as_deref()

@@ -93,13 +93,15 @@ fn command<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, Problem> {
     typed(value)
 }
 
-/// The field a parse error is about: its path, or, for a missing or unknown field
-/// (reported at the object itself), the name serde quotes in the message.
+/// The field a parse error is about: its path, or, for a missing, unknown or
+/// repeated field (reported at the object itself), the name serde quotes in the
+/// message.
 pub(super) fn field_at_fault(path: &str, message: &str) -> String {
-    let quoted = message
-        .split('`')
-        .nth(1)
-        .filter(|_| message.starts_with("missing field") || message.starts_with("unknown field"));
+    let quoted = message.split('`').nth(1).filter(|_| {
+        ["missing field", "unknown field", "duplicate field"]
+            .iter()
+            .any(|kind| message.starts_with(kind))
+    });
     match (path, quoted) {
         (".", Some(name)) => name.to_owned(),
         (".", None) => String::new(),

@@ -3,11 +3,11 @@
 //! Nothing here writes.
 
 use super::body::JsonBody;
+use super::query::QueryParams;
 use super::wallets::parse_id;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::store::{self, integrity, EventFilter, EventView, VerifyReport, READ_LIMIT_MAX};
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::Json;
 use chrono::{DateTime, Utc};
 use factledger_aggregates::wallet::{Wallet, WALLET_AGGREGATE_TYPE};
@@ -109,9 +109,8 @@ fn selector(q: &EventsQuery) -> Result<EventFilter, Problem> {
 pub async fn events(
     State(state): State<AppState>,
     _caller: Caller,
-    query: Result<Query<EventsQuery>, QueryRejection>,
+    QueryParams(q): QueryParams<EventsQuery>,
 ) -> Result<Json<AuditPage>, Problem> {
-    let Query(q) = query.map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))?;
     let filter = selector(&q)?;
     let after = q.after.unwrap_or(0).max(0);
     let limit = super::page_limit(q.limit)?;
@@ -159,9 +158,8 @@ pub async fn state_as_of(
     State(state): State<AppState>,
     _caller: Caller,
     Path((aggregate_type, aggregate_id)): Path<(String, String)>,
-    query: Result<Query<AsOfQuery>, QueryRejection>,
+    QueryParams(q): QueryParams<AsOfQuery>,
 ) -> Result<Json<StateAsOf>, Problem> {
-    let Query(q) = query.map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))?;
     let aggregate_type = parse_id("aggregate_type", &aggregate_type)?;
     let aggregate_id = parse_id("aggregate_id", &aggregate_id)?;
     if aggregate_type.as_str() != WALLET_AGGREGATE_TYPE {

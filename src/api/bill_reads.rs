@@ -14,11 +14,11 @@
 //! `min_position` it is 503 `PROJECTION_BEHIND` too (without, it is served with
 //! `"sweep_pending": true`).
 
+use super::query::QueryParams;
 use super::{AppState, Caller, Problem};
 use crate::bill_projection;
 use crate::projector::select_rows;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use factledger_projections::bill::tables::{
@@ -163,9 +163,8 @@ pub async fn get_station_month(
     State(state): State<AppState>,
     caller: Caller,
     Path((raw_station, raw_month)): Path<(String, String)>,
-    q: Result<Query<StationMonthQuery>, QueryRejection>,
+    QueryParams(q): QueryParams<StationMonthQuery>,
 ) -> Result<Json<Value>, Problem> {
-    let Query(q) = q.map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))?;
     let sm = StationMonth {
         station_id: station_id(&raw_station)?,
         month: month(&raw_month)?,
@@ -238,9 +237,8 @@ pub struct ConflictQuery {
 pub async fn order_status_conflicts(
     State(state): State<AppState>,
     caller: Caller,
-    query: Result<Query<ConflictQuery>, axum::extract::rejection::QueryRejection>,
+    QueryParams(q): QueryParams<ConflictQuery>,
 ) -> Result<Json<Value>, Problem> {
-    let Query(q) = query.map_err(|e| Problem::invalid("INVALID_FIELD", "", e.body_text()))?;
     let limit = super::page_limit(q.limit)?;
     super::reflected(
         &state,

@@ -11,12 +11,13 @@
 //! - `GET /v1/bills/inspections?station_id=&month=&job=&after_id=&limit=`: the stored
 //!   findings of the inspections after refresh runs.
 
+use super::query::QueryParams;
 use super::{page_limit, AppState, Caller, Problem};
 use crate::bill_refresh::{
     check_scope_locator, list_findings, resolve_station_months, ResolveError, BILL_REFRESH,
 };
 use crate::jobs::{ops, JobSubmit};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use factledger_projections::bill::refresh::{
@@ -121,12 +122,14 @@ fn internal(e: impl std::fmt::Display) -> Problem {
 pub async fn submit(
     State(state): State<AppState>,
     caller: Caller,
-    body: String,
+    body: super::body::JsonBody,
 ) -> Result<(StatusCode, Json<Value>), Problem> {
     caller.require_write()?;
-    // Repeated keys refused first (F5); the request's own parser then checks the rest.
-    crate::json::parse_unique(body.as_bytes()).map_err(super::body::json_problem)?;
-    let request = RefreshRequest::parse(&body).map_err(|e| request_problem(&e))?;
+    // Content type, well-formed JSON and repeated keys (F5) checked first, with the
+    // usual 422s (a body that is not UTF-8 was a plain-text 400 when this read a
+    // `String`: found by the API fuzzer); the request's own parser checks the rest.
+    let body = body.text()?;
+    let request = RefreshRequest::parse(body).map_err(|e| request_problem(&e))?;
     // SPEC R-BILL-8: mode UNFINISHED "is for operator refreshes"; a service's
     // fact-driven refresh is always ALL (F7).
     if request.mode() == RefreshMode::Unfinished {
@@ -226,9 +229,8 @@ pub struct InspectionQuery {
 pub async fn inspections(
     State(state): State<AppState>,
     caller: Caller,
-    query: Result<Query<InspectionQuery>, axum::extract::rejection::QueryRejection>,
+    QueryParams(q): QueryParams<InspectionQuery>,
 ) -> Result<Json<Value>, Problem> {
-    let Query(q) = query.map_err(|e| Problem::invalid("INVALID_FIELD", "", e.body_text()))?;
     let month = q
         .month
         .as_deref()

@@ -8,10 +8,14 @@
 //! three go through [`crate::json::parse_unique`], so a repeated key anywhere —
 //! nested objects and the `"type"` tag of a command included — is a 422
 //! `DUPLICATE_FIELD` naming its path, before any typed parse.
+//!
+//! [`RawBody`] is the same for a body that is not JSON (a provider callback): bytes
+//! under the limit, and the same problem+json 413 beyond it.
 
 use super::Problem;
 use crate::json::{parse_unique, JsonError};
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
@@ -39,23 +43,43 @@ fn is_json(headers: &HeaderMap) -> bool {
         && (sub.eq_ignore_ascii_case("json") || sub.to_ascii_lowercase().ends_with("+json"))
 }
 
+/// A body that could not be read: 413 `BODY_TOO_LARGE` over the route's limit, else
+/// 422 `INVALID_BODY` — problem+json either way (axum's own rejection is plain text).
+fn unreadable(e: BytesRejection) -> Problem {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "BODY_TOO_LARGE",
+            "the request body is over this route's size limit",
+        )
+    } else {
+        Problem::invalid("INVALID_BODY", "", e.body_text())
+    }
+}
+
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = Problem;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Problem> {
         let json_type = is_json(req.headers());
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                Problem::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "BODY_TOO_LARGE",
-                    "the request body is over this route's size limit",
-                )
-            } else {
-                Problem::invalid("INVALID_BODY", "", e.body_text())
-            }
-        })?;
+        let bytes = Bytes::from_request(req, state).await.map_err(unreadable)?;
         Ok(JsonBody { bytes, json_type })
+    }
+}
+
+/// A body taken as it is, whatever its type (a provider callback, verified against
+/// its signature byte for byte); only its size is limited, with the same 413 problem
+/// as [`JsonBody`].
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Problem> {
+        Bytes::from_request(req, state)
+            .await
+            .map(RawBody)
+            .map_err(unreadable)
     }
 }
 
@@ -102,6 +126,16 @@ impl JsonBody {
             return Ok(None);
         }
         self.value().map(Some)
+    }
+
+    /// The body as checked JSON text — sent as `application/json`, well-formed, no
+    /// repeated key — for a request type with a parser of its own.
+    pub fn text(&self) -> Result<&str, Problem> {
+        self.value()?;
+        // Well-formed JSON is UTF-8 (serde_json checks); kept as an error, not a panic.
+        std::str::from_utf8(&self.bytes).map_err(|e| {
+            Problem::invalid("MALFORMED_JSON", "", format!("the body is not UTF-8: {e}"))
+        })
     }
 
     /// The body as a JSON object.

@@ -9,11 +9,12 @@
 //! anything is stored (404): storing whatever anyone posts to an unauthenticated URL
 //! would let anybody fill the table, and there is no provider to audit it against.
 
+use super::body::RawBody;
+use super::query::QueryParams;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::callbacks::inbox::{self, CallbackRow, CallbackSummary};
 use crate::callbacks::{self, CallbackError, Delivery, HandleStatus, Receipt, VerifyStatus};
-use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -68,13 +69,13 @@ fn receipt(status: StatusCode, r: CallbackReceipt) -> Response {
         (status = 202, body = CallbackReceipt, description = "Stored and verified, handling failed: a replay will retry it"),
         (status = 401, body = ProblemBody, description = "Signature or token wrong or missing (the field names the header); stored, never handled"),
         (status = 404, body = ProblemBody, description = "No such provider; nothing stored"),
-        (status = 413, description = "Body over the limit"),
+        (status = 413, body = ProblemBody, description = "BODY_TOO_LARGE: body over the limit"),
         (status = 422, body = ProblemBody, description = "Verified but not normalisable; stored, never handled")))]
 pub async fn receive(
     State(state): State<AppState>,
     Path(provider): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<Response, Problem> {
     let delivery = Delivery {
         provider,
@@ -203,7 +204,7 @@ pub struct CallbacksPage {
 pub async fn list(
     State(state): State<AppState>,
     _caller: Caller,
-    Query(q): Query<ListQuery>,
+    QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<CallbacksPage>, Problem> {
     let status = match q.handle_status.as_deref() {
         None => None,

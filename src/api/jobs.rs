@@ -2,11 +2,12 @@
 //! pause and resume (operators and admins).
 
 use super::body::JsonBody;
+use super::query::QueryParams;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::jobs::engine::{RunReport, Selector};
 use crate::jobs::ops::{self, JobSummary, JobView};
 use crate::jobs::{JobError, JobStatus};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use factledger_aggregates::admin_action::AdminAction;
@@ -67,7 +68,7 @@ pub struct JobsPage {
 pub async fn list(
     State(state): State<AppState>,
     _caller: Caller,
-    Query(q): Query<ListQuery>,
+    QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<JobsPage>, Problem> {
     let status = match q.status.as_deref() {
         None => None,

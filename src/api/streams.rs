@@ -1,10 +1,10 @@
 //! `/v1/streams/…`: the history of any stream, with metadata.
 
+use super::query::QueryParams;
 use super::wallets::parse_id;
 use super::{AppState, Caller, Problem, ProblemBody};
 use crate::store::EventView;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
@@ -44,9 +44,8 @@ pub async fn get_events(
     State(state): State<AppState>,
     caller: Caller,
     Path((aggregate_type, aggregate_id)): Path<(String, String)>,
-    query: Result<Query<EventsQuery>, QueryRejection>,
+    QueryParams(q): QueryParams<EventsQuery>,
 ) -> Result<Json<EventsPage>, Problem> {
-    let Query(q) = query.map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))?;
     let aggregate_type = parse_id("aggregate_type", &aggregate_type)?;
     let aggregate_id = parse_id("aggregate_id", &aggregate_id)?;
     let from = q.from.unwrap_or(1);

@@ -1,5 +1,6 @@
 //! Health, metrics and the OpenAPI document.
 
+use super::contract::ErrorContract;
 use super::{AppState, Problem};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -126,7 +127,7 @@ use utoipa::OpenApi;
         crate::outbox::OutboxStatus,
         crate::outbox::SinkStatus
     )),
-    modifiers(&BearerAuth)
+    modifiers(&BearerAuth, &ErrorContract)
 )]
 pub struct ApiDoc;
 

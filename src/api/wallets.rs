@@ -202,13 +202,6 @@ async fn reflected(state: &AppState, min_position: Option<i64>) -> Result<i64, P
     Ok(position)
 }
 
-fn read_query(
-    q: Result<axum::extract::Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<ReadQuery, Problem> {
-    q.map(|axum::extract::Query(q)| q)
-        .map_err(|e| Problem::invalid("INVALID_QUERY", "", e.body_text()))
-}
-
 /// A wallet's balances, version and withdrawal blocks, from the `wallet_balances`
 /// projection, with the global position it reflects.
 #[utoipa::path(
@@ -225,9 +218,8 @@ pub async fn get_wallet(
     State(state): State<AppState>,
     caller: Caller,
     Path(wallet_id): Path<String>,
-    query: Result<axum::extract::Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
+    super::query::QueryParams(q): super::query::QueryParams<ReadQuery>,
 ) -> Result<Json<WalletView>, Problem> {
-    let q = read_query(query)?;
     let wallet_id = parse_id("wallet_id", &wallet_id)?;
     let position = reflected(&state, q.min_position).await?;
     let w = state
@@ -286,9 +278,8 @@ pub async fn get_ledger(
     State(state): State<AppState>,
     caller: Caller,
     Path(wallet_id): Path<String>,
-    query: Result<axum::extract::Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
+    super::query::QueryParams(q): super::query::QueryParams<ReadQuery>,
 ) -> Result<Json<LedgerPage>, Problem> {
-    let q = read_query(query)?;
     let wallet_id = parse_id("wallet_id", &wallet_id)?;
     let cursor = q.cursor.unwrap_or(0);
     if cursor < 0 {
