@@ -103,13 +103,40 @@ impl Drop for TestDb {
                 if let Ok(rt) = rt {
                     rt.block_on(async move {
                         if let Ok(mut conn) = sqlx::MySqlConnection::connect(&server).await {
-                            let sql = format!("DROP DATABASE IF EXISTS {name}");
-                            let _ = sqlx::Executor::execute(&mut conn, sql.as_str()).await;
+                            drop_database(&mut conn, &name).await;
                         }
                     });
                 }
             })
             .join();
+        }
+    }
+}
+
+/// Drop a test database without ever hanging. A background task of the test's
+/// service can outlive the test by a moment, holding a transaction (and so a metadata
+/// lock) while it waits for a query that queues behind the DROP: neither would ever
+/// finish. So the DROP waits at most a few seconds; then every connection still on the
+/// database is killed and the DROP tried again.
+async fn drop_database(conn: &mut sqlx::MySqlConnection, name: &str) {
+    let _ = sqlx::Executor::execute(&mut *conn, "SET SESSION lock_wait_timeout = 5").await;
+    for _ in 0..3 {
+        let sql = format!("DROP DATABASE IF EXISTS {name}");
+        if sqlx::Executor::execute(&mut *conn, sql.as_str())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()",
+        )
+        .bind(name)
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap_or_default();
+        for id in ids {
+            let _ = sqlx::Executor::execute(&mut *conn, format!("KILL {id}").as_str()).await;
         }
     }
 }
