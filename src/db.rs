@@ -48,19 +48,6 @@ impl RowText for SqliteRow {
 }
 
 /// Milliseconds since the Unix epoch, now (the unit of every `*_ms` column).
-/// Whether `e` is the connection failing (refused, reset, pool exhausted or closed)
-/// rather than the database refusing a statement: the request may succeed when
-/// retried, so the API answers 503, not 500.
-pub fn is_connection_failure(e: &sqlx::Error) -> bool {
-    matches!(
-        e,
-        sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed
-    )
-}
-
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }

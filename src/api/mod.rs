@@ -401,7 +401,9 @@ impl FromRequestParts<AppState> for Caller {
             .authenticate(secret)
             .await
             .map_err(|e| match e.downcast_ref::<sqlx::Error>() {
-                Some(s) if crate::db::is_connection_failure(s) => Problem::database_unavailable(),
+                Some(s) if crate::store::is_connection_failure(s) => {
+                    Problem::database_unavailable()
+                }
                 _ => Problem::internal(format!("key lookup failed: {e:#}")),
             })?
             .ok_or_else(|| Problem::unauthorized("unknown or revoked API key"))?;

@@ -289,10 +289,14 @@ mod tests {
         assert_eq!(p.code, "DATABASE_UNAVAILABLE");
         assert_eq!(p.retry_after_s, Some(DATABASE_RETRY_AFTER_S));
         assert!(p.detail.contains("Idempotency-Key"));
-        assert!(crate::db::is_connection_failure(&sqlx::Error::PoolTimedOut));
+        assert!(crate::store::is_connection_failure(
+            &sqlx::Error::PoolTimedOut
+        ));
         let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
-        assert!(crate::db::is_connection_failure(&sqlx::Error::Io(reset)));
-        assert!(!crate::db::is_connection_failure(&sqlx::Error::RowNotFound));
+        assert!(crate::store::is_connection_failure(&sqlx::Error::Io(reset)));
+        assert!(!crate::store::is_connection_failure(
+            &sqlx::Error::RowNotFound
+        ));
     }
 
     #[test]

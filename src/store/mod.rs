@@ -763,6 +763,19 @@ async fn check_newest_key(store: &dyn EventStore) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether `e` is the connection failing (refused, reset, pool exhausted or closed)
+/// rather than the database refusing a statement: the request may succeed when
+/// retried, so the API answers 503, not 500.
+pub fn is_connection_failure(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+    )
+}
+
 /// Whether `migrator` has anything to apply to a database whose `_sqlx_migrations`
 /// rows are `applied` (`None`: no such table yet). Every migration applied with its
 /// checksum: nothing, and `serve` can run as a user that may not change the schema

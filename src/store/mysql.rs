@@ -732,7 +732,7 @@ fn rollback(
 }
 
 fn db_err(e: sqlx::Error) -> StoreError {
-    if crate::db::is_connection_failure(&e) {
+    if crate::store::is_connection_failure(&e) {
         StoreError::Unavailable(e.to_string())
     } else {
         StoreError::Database(e.to_string())

@@ -2,8 +2,8 @@
 //! boundary), so a unit that decides on several bill streams (a payment result and its
 //! order's line) has one error type. Nothing is written when a command is refused.
 
-use super::claim::ClaimKind;
 use super::events::OrderStatusCode;
+use super::values::ClaimKind;
 
 /// How a refusal reads to a client: the HTTP edge maps it once (404 / 422 / 409).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

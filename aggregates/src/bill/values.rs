@@ -205,3 +205,87 @@ mod tests {
         assert_eq!(id, "100:202609");
     }
 }
+
+/// What kind of id a claim is of; see `claim.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ClaimKind {
+    SmallBill,
+    Diff,
+    Line,
+    Lock,
+    /// A partner bill is linked by at most one diff (seed §4.4: a partner bill must
+    /// hit a unique difference-ledger row); released when that diff links another.
+    PartnerBillLink,
+}
+
+impl ClaimKind {
+    pub const ALL: [ClaimKind; 5] = [
+        Self::SmallBill,
+        Self::Diff,
+        Self::Line,
+        Self::Lock,
+        Self::PartnerBillLink,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SmallBill => "SMALL_BILL",
+            Self::Diff => "DIFF",
+            Self::Line => "LINE",
+            Self::Lock => "LOCK",
+            Self::PartnerBillLink => "PARTNER_BILL_LINK",
+        }
+    }
+
+    /// A permanent claim is never released: the id names its holder's row for good.
+    pub fn permanent(self) -> bool {
+        !matches!(self, Self::PartnerBillLink)
+    }
+
+    /// The request field that carries the id.
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::SmallBill => "bill_id",
+            Self::Diff => "diff_id",
+            Self::Line => "line_id",
+            Self::Lock => "lock_id",
+            Self::PartnerBillLink => "partner_bill_id",
+        }
+    }
+
+    /// The stable code of a refused claim.
+    pub fn taken_code(self) -> &'static str {
+        match self {
+            Self::SmallBill => "BILL_ID_TAKEN",
+            Self::Diff => "DIFF_ID_TAKEN",
+            Self::Line => "LINE_ID_TAKEN",
+            Self::Lock => "LOCK_ID_TAKEN",
+            Self::PartnerBillLink => "PARTNER_BILL_ALREADY_LINKED",
+        }
+    }
+
+    /// What holds such an id, for messages.
+    pub fn holder_noun(self) -> &'static str {
+        match self {
+            Self::SmallBill => "the small bill of station-month",
+            Self::Diff => "the diff of station-month",
+            Self::Line => "a line of payment order",
+            Self::Lock => "a lock of station-month",
+            Self::PartnerBillLink => "linked by the diff of station-month",
+        }
+    }
+
+    /// The claim stream of an id: `<KIND>:<id>`.
+    pub fn stream_id(self, id: i64) -> String {
+        format!("{}:{id}", self.as_str())
+    }
+
+    /// The claim a permanent claim's ledger reference names, back from its
+    /// `ledger_ref_id` (`<KIND>:<id>`).
+    pub fn parse_stream_id(stream_id: &str) -> Option<(ClaimKind, i64)> {
+        let (kind, id) = stream_id.split_once(':')?;
+        let kind = Self::ALL.into_iter().find(|k| k.as_str() == kind)?;
+        Some((kind, id.parse().ok()?))
+    }
+}
