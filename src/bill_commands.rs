@@ -43,16 +43,14 @@ async fn claim(
     holder: &str,
     at: DateTime<Utc>,
 ) -> Result<(), UnitError<BillError>> {
-    let stream = kind.stream_id(id);
-    let mut claimed = unit.load::<BillIdClaim, BillError>(&stream).await?;
+    let holder = holder.to_owned();
     let cmd = ClaimCommand::Claim {
         kind,
         id,
-        holder: holder.to_owned(),
+        holder,
         at,
     };
-    unit.decide::<BillIdClaim, BillError>(&mut claimed, &stream, cmd)?;
-    Ok(())
+    decide_claim(unit, kind, id, cmd).await
 }
 
 /// Give `kind:id` back if `holder` holds it.
@@ -63,14 +61,25 @@ async fn release(
     holder: &str,
     at: DateTime<Utc>,
 ) -> Result<(), UnitError<BillError>> {
-    let stream = kind.stream_id(id);
-    let mut claimed = unit.load::<BillIdClaim, BillError>(&stream).await?;
+    let holder = holder.to_owned();
     let cmd = ClaimCommand::Release {
         kind,
         id,
-        holder: holder.to_owned(),
+        holder,
         at,
     };
+    decide_claim(unit, kind, id, cmd).await
+}
+
+/// Decide `cmd` on the claim stream of `kind:id` in the unit.
+async fn decide_claim(
+    unit: &mut UnitBuilder,
+    kind: ClaimKind,
+    id: i64,
+    cmd: ClaimCommand,
+) -> Result<(), UnitError<BillError>> {
+    let stream = kind.stream_id(id);
+    let mut claimed = unit.load::<BillIdClaim, BillError>(&stream).await?;
     unit.decide::<BillIdClaim, BillError>(&mut claimed, &stream, cmd)?;
     Ok(())
 }
