@@ -1,27 +1,20 @@
 //! factledger: an event-sourced money ledger. See ARCHITECTURE.md for the map.
+//!
+//! Three layers, each importing only downward: [`infra`] (event store, the database
+//! handle, jobs, outbox, auth, telemetry) → [`runtime`] (command bus, unit of work,
+//! projection runner, rebuild, reconciliation, the HTTP plumbing) → one folder per
+//! capability ([`wallet`], [`affiliate`], [`bill`], [`callbacks`], [`audit`], [`ops`]).
+//! Only the composition root ([`server`], `main.rs`) knows every capability.
 #![forbid(unsafe_code)]
 
-pub mod admin_log;
+pub mod infra;
+pub mod runtime;
+
 pub mod affiliate;
-pub mod alerts;
-pub mod api;
-pub mod auth;
-pub mod bill_commands;
-pub mod bill_order_status;
-pub mod bill_projection;
-pub mod bill_refresh;
-pub mod bill_snapshots;
-pub mod bus;
+pub mod audit;
+pub mod bill;
 pub mod callbacks;
-pub mod db;
-pub mod jobs;
-pub mod json;
-pub mod outbox;
-pub mod projection;
-pub mod projector;
-pub mod rebuild;
-pub mod reconcile;
+pub mod ops;
+pub mod wallet;
+
 pub mod server;
-pub mod store;
-pub mod telemetry;
-pub mod unit;

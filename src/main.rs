@@ -7,9 +7,9 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use factledger::auth::Role;
+use factledger::infra::auth::Role;
+use factledger::infra::store;
 use factledger::server::{DATABASE_URL_DEFAULT, LISTEN_DEFAULT};
-use factledger::store;
 use factledger_aggregates::admin_action::AdminAction;
 use std::process::ExitCode;
 
@@ -22,10 +22,10 @@ struct Cli {
     /// The integrity key file (chain keys and the anchor signing key; created 0600 on
     /// first use). Keep it off the database host and back it up: without it the log
     /// cannot be verified.
-    #[arg(long, global = true, env = "FACTLEDGER_INTEGRITY_KEYS", default_value = factledger::store::integrity::keys::KEY_FILE_DEFAULT, hide_env_values = true)]
+    #[arg(long, global = true, env = "FACTLEDGER_INTEGRITY_KEYS", default_value = factledger::infra::store::integrity::keys::KEY_FILE_DEFAULT, hide_env_values = true)]
     integrity_keys: std::path::PathBuf,
     /// The append-only file signed chain anchors are written to and verified against.
-    #[arg(long, global = true, env = "FACTLEDGER_ANCHOR_FILE", default_value = factledger::store::integrity::anchor::ANCHOR_FILE_DEFAULT, hide_env_values = true)]
+    #[arg(long, global = true, env = "FACTLEDGER_ANCHOR_FILE", default_value = factledger::infra::store::integrity::anchor::ANCHOR_FILE_DEFAULT, hide_env_values = true)]
     anchor_file: std::path::PathBuf,
     #[command(subcommand)]
     command: Command,
@@ -109,7 +109,7 @@ enum Command {
         #[arg(long)]
         scope: Option<String>,
         /// Events written to the shadow tables per transaction.
-        #[arg(long, default_value_t = factledger::rebuild::FLUSH_EVENTS_DEFAULT)]
+        #[arg(long, default_value_t = factledger::runtime::rebuild::FLUSH_EVENTS_DEFAULT)]
         batch_events: usize,
         /// Test hook: sleep this many milliseconds after each batch.
         #[arg(long, hide = true)]
@@ -177,7 +177,7 @@ enum Command {
 }
 
 /// `serve`'s HTTP settings: where `/metrics` is open, and every limit of
-/// `factledger::api::limits` (README "Security: HTTP limits").
+/// `factledger::runtime::http::limits` (README "Security: HTTP limits").
 #[derive(clap::Args)]
 struct HttpArgs {
     /// Also serve `/metrics` here without authentication (a private address for the
@@ -186,7 +186,7 @@ struct HttpArgs {
     #[arg(long, env = "FACTLEDGER_METRICS_LISTEN", hide_env_values = true)]
     metrics_listen: Option<String>,
     #[command(flatten)]
-    limits: factledger::api::limits::HttpLimits,
+    limits: factledger::runtime::http::limits::HttpLimits,
 }
 
 #[derive(Subcommand)]
@@ -212,22 +212,23 @@ struct OutboxArgs {
     #[arg(long, env = "FACTLEDGER_NATS_URL", hide_env_values = true)]
     nats_url: Option<String>,
     /// Subjects are <prefix>.<outbox type>.
-    #[arg(long, env = "FACTLEDGER_NATS_SUBJECT_PREFIX", default_value = factledger::outbox::nats::SUBJECT_PREFIX_DEFAULT, hide_env_values = true)]
+    #[arg(long, env = "FACTLEDGER_NATS_SUBJECT_PREFIX", default_value = factledger::infra::outbox::nats::SUBJECT_PREFIX_DEFAULT, hide_env_values = true)]
     nats_subject_prefix: String,
     /// The JetStream stream created over <prefix>.> when missing; empty: operations
     /// create streams themselves.
-    #[arg(long, env = "FACTLEDGER_NATS_STREAM", default_value = factledger::outbox::nats::STREAM_DEFAULT, hide_env_values = true)]
+    #[arg(long, env = "FACTLEDGER_NATS_STREAM", default_value = factledger::infra::outbox::nats::STREAM_DEFAULT, hide_env_values = true)]
     nats_stream: String,
-    /// Write every outbox message to the log (target factledger::outbox).
+    /// Write every outbox message to the log (target factledger::infra::outbox).
     #[arg(long, env = "FACTLEDGER_OUTBOX_LOG", default_value_t = true, action = clap::ArgAction::Set, hide_env_values = true)]
     outbox_log: bool,
 }
 
 impl OutboxArgs {
     /// The sinks these settings and the environment describe.
-    fn sinks(self) -> anyhow::Result<Vec<std::sync::Arc<dyn factledger::outbox::Sink>>> {
-        use factledger::outbox::{log::LogSink, nats, webhook};
-        let mut sinks: Vec<std::sync::Arc<dyn factledger::outbox::Sink>> = Vec::new();
+    fn sinks(self) -> anyhow::Result<Vec<std::sync::Arc<dyn factledger::infra::outbox::Sink>>> {
+        use factledger::infra::outbox::log::LogSink;
+        use factledger::infra::outbox::{nats, webhook};
+        let mut sinks: Vec<std::sync::Arc<dyn factledger::infra::outbox::Sink>> = Vec::new();
         if self.outbox_log {
             sinks.push(std::sync::Arc::new(LogSink));
         }
@@ -341,7 +342,7 @@ async fn open_db(database_url: &str, keys: &std::path::Path) -> anyhow::Result<s
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    factledger::telemetry::init();
+    factledger::infra::telemetry::init();
     let cli = Cli::parse();
     match run(cli).await {
         Ok(code) => code,
@@ -396,7 +397,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(key) = &started.admin_key {
                 println!(
                     "First start: created admin API key (shown once, also written to {}):\n{}",
-                    factledger::auth::ADMIN_KEY_FILE,
+                    factledger::infra::auth::ADMIN_KEY_FILE,
                     key.secret
                 );
             }
@@ -434,9 +435,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             let started = std::time::Instant::now();
             let applied =
-                factledger::projection::catch_up_wallet(&db.store, &db.projections).await?;
+                factledger::runtime::projection::catch_up_wallet(&db.store, &db.db).await?;
             let position = db
-                .projections
+                .db
                 .checkpoint(
                     factledger_projections::wallet::NAME,
                     factledger_projections::wallet::VERSION,
@@ -446,13 +447,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 "wallet: applied {applied} events in {:.1} s, now at position {position}",
                 started.elapsed().as_secs_f64()
             );
-            for projector in factledger::projector::all() {
+            for projector in factledger::runtime::projector::all() {
                 let started = std::time::Instant::now();
                 let applied =
-                    factledger::projector::catch_up(&db.store, &db.projections, projector.as_ref())
+                    factledger::runtime::projector::catch_up(&db.store, &db.db, projector.as_ref())
                         .await?;
                 let position = db
-                    .projections
+                    .db
                     .checkpoint(projector.name(), projector.version())
                     .await?;
                 println!(
@@ -469,14 +470,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             batch_events,
             pause_ms,
         } => {
-            use factledger::rebuild::{self, RebuildOptions, Scope};
+            use factledger::runtime::rebuild::{self, RebuildOptions, Scope};
             let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             // Recorded once the rebuild is under way (a refused attempt — another
             // rebuild holds the lease — is no action); the one-transaction rebuilds
             // of the other projections record it just before they start.
             let target = format!("projection:{projection}");
             let detail = format!("scope {}", scope.as_deref().unwrap_or("full"));
-            if projection == factledger::bill_projection::NAME {
+            if projection == factledger::bill::projection::NAME {
                 audit(
                     &db,
                     AdminAction::RebuildStarted,
@@ -489,7 +490,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{done}");
                 return Ok(ExitCode::SUCCESS);
             }
-            if let Some(projector) = factledger::projector::find(&projection) {
+            if let Some(projector) = factledger::runtime::projector::find(&projection) {
                 if scope.is_some() {
                     anyhow::bail!("{projection} has full rebuilds only: drop --scope");
                 }
@@ -502,9 +503,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Some(detail),
                 )
                 .await?;
-                let done = factledger::projector::rebuild_full(
+                let done = factledger::runtime::projector::rebuild_full(
                     &db.store,
-                    &db.projections,
+                    &db.db,
                     projector.as_ref(),
                 )
                 .await?;
@@ -512,8 +513,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let scope = Scope::parse(scope.as_deref())?;
-            let started =
-                rebuild::begin(&db.store, &db.projections, &projection, scope, "cli").await?;
+            let started = rebuild::begin(&db.store, &db.db, &projection, scope, "cli").await?;
             let detail = format!("rebuild {} {detail}", started.id);
             audit(
                 &db,
@@ -545,7 +545,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 flush_events: batch_events,
                 pause_between_batches: pause_ms.map(std::time::Duration::from_millis),
             };
-            let status = rebuild::run(&db.store, &db.projections, &started, &options, &|p| {
+            let status = rebuild::run(&db.store, &db.db, &started, &options, &|p| {
                 bar.set_message(p.stage);
                 bar.set_length(p.target_position.max(0) as u64);
                 bar.set_position(p.position.max(0) as u64);
@@ -556,25 +556,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Reconcile { repair } => {
-            use factledger::reconcile::{self, ReconcileOptions, RunStatus};
+            use factledger::runtime::reconcile::{self, ReconcileOptions, RunStatus};
             let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
             let options = ReconcileOptions {
                 repair,
                 ..ReconcileOptions::default()
             };
-            let run = reconcile::start_run(&db.projections, options, "cli").await?;
+            let run = reconcile::start_run(&db.db, options, "cli").await?;
             if repair {
                 let target = format!("reconciliation:{}", run.id);
                 let action = AdminAction::ReconciliationRepairStarted;
                 audit(&db, action, &target, None, None).await?;
             }
-            let run = reconcile::finish_run(
-                &db.store,
-                &db.projections,
-                run,
-                Some(cli.anchor_file.clone()),
-            )
-            .await?;
+            let run = reconcile::finish_run(&db.store, &db.db, run, Some(cli.anchor_file.clone()))
+                .await?;
             println!("{}", serde_json::to_string_pretty(&run)?);
             match (&run.status, &run.report) {
                 (RunStatus::Succeeded, Some(r)) if r.remaining.total() == 0 => {
@@ -730,7 +725,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             action: OutboxAction::Status,
         } => {
             let db = open_db(&cli.database_url, &cli.integrity_keys).await?;
-            let status = factledger::outbox::status(&db.db).await?;
+            let status = factledger::infra::outbox::status(&db.db).await?;
             println!("{}", serde_json::to_string_pretty(&status)?);
             Ok(ExitCode::SUCCESS)
         }
@@ -757,8 +752,11 @@ async fn audit(
     reason: Option<&str>,
     detail: Option<String>,
 ) -> anyhow::Result<()> {
-    let metadata = factledger::admin_log::local_metadata(&factledger::admin_log::cli_actor());
-    factledger::admin_log::record(&db.store, &metadata, action, target, reason, detail).await?;
+    let metadata = factledger::runtime::admin_log::local_metadata(
+        &factledger::runtime::admin_log::cli_actor(),
+    );
+    factledger::runtime::admin_log::record(&db.store, &metadata, action, target, reason, detail)
+        .await?;
     Ok(())
 }
 
@@ -768,7 +766,7 @@ async fn jobs(
     keys: &std::path::Path,
     action: JobsAction,
 ) -> anyhow::Result<ExitCode> {
-    use factledger::jobs::{ops, JobStatus, Selector};
+    use factledger::infra::jobs::{ops, JobStatus, Selector};
     let db = open_db(database_url, keys).await?;
     let country = std::env::var("FACTLEDGER_COUNTRY").unwrap_or_else(|_| "ID".into());
     let mut options = factledger::server::ServeOptions::default();
@@ -847,9 +845,9 @@ async fn jobs(
 
 /// Bind `addr` and serve `/metrics` there until `stop` changes.
 async fn serve_metrics(
-    state: &factledger::api::AppState,
+    state: &factledger::runtime::http::AppState,
     addr: &str,
-    limits: &factledger::api::limits::HttpLimits,
+    limits: &factledger::runtime::http::limits::HttpLimits,
     mut stop: tokio::sync::watch::Receiver<()>,
 ) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<()>>> {
     let listener = tokio::net::TcpListener::bind(addr)
@@ -887,10 +885,10 @@ async fn shutdown_signal() {
 /// `rebuild bill`: in full (one transaction from position 0), or the station-months of
 /// one scope recomputed from the fact tables. The outcome as JSON.
 async fn rebuild_bill(db: &store::Database, scope: Option<&str>) -> anyhow::Result<String> {
-    use factledger::bill_projection::{self as bills, Account};
+    use factledger::bill::projection::{self as bills, Account};
     use factledger_projections::bill::StationMonth;
     let Some(scope) = scope else {
-        let done = bills::rebuild_full(&db.store, &db.projections).await?;
+        let done = bills::rebuild_full(&db.store, &db.db).await?;
         return Ok(serde_json::to_string(&done)?);
     };
     let bad = || {
@@ -901,7 +899,7 @@ async fn rebuild_bill(db: &store::Database, scope: Option<&str>) -> anyhow::Resu
     };
     let recomputed = if let Some(sm) = scope.strip_prefix("station-month:") {
         let sm = StationMonth::parse(sm).map_err(|e| anyhow::anyhow!("--scope: {e}"))?;
-        bills::recompute_station_months(&db.projections, &[sm]).await?
+        bills::recompute_station_months(&db.db, &[sm]).await?
     } else if let Some(account) = scope.strip_prefix("account:") {
         let (side, id) = account.split_once(':').ok_or_else(bad)?;
         let id: i64 = id.parse().ok().filter(|id| *id > 0).ok_or_else(bad)?;
@@ -910,7 +908,7 @@ async fn rebuild_bill(db: &store::Database, scope: Option<&str>) -> anyhow::Resu
             "partner" => Account::Partner(id),
             _ => return Err(bad()),
         };
-        bills::rebuild_account(&db.projections, account).await?
+        bills::rebuild_account(&db.db, account).await?
     } else {
         return Err(bad());
     };

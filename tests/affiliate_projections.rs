@@ -6,11 +6,11 @@
 mod common;
 
 use common::{meta, run, TestDb};
-use factledger::bus::CommandBus;
-use factledger::projection::ProjectionDb;
-use factledger::projector::{self, DynProjector};
-use factledger::store;
-use factledger::unit::run_unit;
+use factledger::infra::db::Db;
+use factledger::infra::store;
+use factledger::runtime::bus::CommandBus;
+use factledger::runtime::projector::{self, DynProjector};
+use factledger::runtime::unit::run_unit;
 use factledger_aggregates::affiliate_order::{AffiliateOrder, OrderCommand, OrderEvent};
 use factledger_aggregates::campaign::{Campaign, CampaignCommand};
 use factledger_aggregates::commission::{
@@ -77,11 +77,9 @@ async fn open_wallets(db: &TestDb, users: &[&str]) {
 macro_rules! wallet_effect {
     ($unit:ident, $commission:expr, $events:expr) => {
         for ev in &$events {
-            if let Some(effect) = $commission
-                .state
-                .wallet_effect(ev)
-                .map_err(|e| factledger::unit::UnitError::Refused(Refused(e.to_string())))?
-            {
+            if let Some(effect) = $commission.state.wallet_effect(ev).map_err(|e| {
+                factledger::runtime::unit::UnitError::Refused(Refused(e.to_string()))
+            })? {
                 let w = effect.wallet_id.as_str().to_owned();
                 let mut wallet = $unit.load::<Wallet, Refused>(&w).await?;
                 $unit.decide(&mut wallet, &w, effect.command)?;
@@ -133,7 +131,9 @@ async fn ingest_with(db: &TestDb, no: &str, owner: &str, inviter: &str, credit: 
                     "platform_commission_minor": o.platform_commission_minor,
                     "ordered_at": o.ordered_at, "order_updated_at": o.platform_updated_at,
                     "order_status": o.status, "order_revision": o.revision, "rules": o.rules}))
-                .map_err(|e| factledger::unit::UnitError::Refused(Refused(e.to_string())))?;
+                .map_err(|e| {
+                    factledger::runtime::unit::UnitError::Refused(Refused(e.to_string()))
+                })?;
                 let mut c = unit.load::<Commission, Refused>(&id).await?;
                 let recorded = unit.decide(&mut c, &id, record)?;
                 if credit {
@@ -228,15 +228,15 @@ async fn history(db: &TestDb) {
     }
 }
 
-async fn projections(db: &TestDb) -> ProjectionDb {
-    store::open(&db.url).await.unwrap().projections
+async fn projections(db: &TestDb) -> Db {
+    store::open(&db.url).await.unwrap().db
 }
 
 fn by_name(name: &str) -> DynProjector {
     projector::find(name).unwrap_or_else(|| panic!("no projector {name}"))
 }
 
-async fn catch_up_all(db: &TestDb, p: &ProjectionDb) {
+async fn catch_up_all(db: &TestDb, p: &Db) {
     for projector in projector::all() {
         projector::catch_up(&db.store, p, projector.as_ref())
             .await
@@ -486,14 +486,16 @@ async fn stall_alerts(db: &TestDb) -> Vec<Value> {
     let sql = "SELECT payload FROM outbox WHERE type = 'alert.projection.stalled' ORDER BY id";
     let texts: Vec<String> = match store::open(&db.url).await.unwrap().db {
         // utf8mb4_bin text reads back as bytes on MariaDB.
-        factledger::db::Db::Mysql(p) => sqlx::query_scalar::<_, Vec<u8>>(sql)
+        factledger::infra::db::Db::Mysql(p) => sqlx::query_scalar::<_, Vec<u8>>(sql)
             .fetch_all(&p)
             .await
             .unwrap()
             .into_iter()
             .map(|b| String::from_utf8(b).unwrap())
             .collect(),
-        factledger::db::Db::Sqlite(p) => sqlx::query_scalar(sql).fetch_all(&p).await.unwrap(),
+        factledger::infra::db::Db::Sqlite(p) => {
+            sqlx::query_scalar(sql).fetch_all(&p).await.unwrap()
+        }
     };
     texts
         .iter()
@@ -775,16 +777,16 @@ both_backends!(
     }
 );
 
-async fn reconcile_now(db: &TestDb, repair: bool) -> factledger::reconcile::Report {
+async fn reconcile_now(db: &TestDb, repair: bool) -> factledger::runtime::reconcile::Report {
     let p = projections(db).await;
-    factledger::projection::catch_up_wallet(&db.store, &p)
+    factledger::runtime::projection::catch_up_wallet(&db.store, &p)
         .await
         .unwrap();
     catch_up_all(db, &p).await;
-    factledger::reconcile::reconcile(
+    factledger::runtime::reconcile::reconcile(
         &db.store,
         &p,
-        factledger::reconcile::ReconcileOptions {
+        factledger::runtime::reconcile::ReconcileOptions {
             repair,
             // Tiny pages: every stream crosses page boundaries.
             page_rows: 2,
@@ -795,7 +797,7 @@ async fn reconcile_now(db: &TestDb, repair: bool) -> factledger::reconcile::Repo
     .unwrap()
 }
 
-fn kinds(report: &factledger::reconcile::Report) -> Vec<(String, String, String)> {
+fn kinds(report: &factledger::runtime::reconcile::Report) -> Vec<(String, String, String)> {
     report
         .findings
         .iter()
@@ -872,7 +874,7 @@ both_backends!(
         let differs = &found.findings[0];
         assert_eq!(
             differs.class,
-            factledger::reconcile::FindingClass::ProjectionDrift
+            factledger::runtime::reconcile::FindingClass::ProjectionDrift
         );
         assert_eq!(differs.projection.as_deref(), Some("commission_records"));
         assert!(
@@ -916,7 +918,11 @@ both_backends!(
             .findings
             .iter()
             .map(|f| {
-                assert_eq!(f.class, factledger::reconcile::FindingClass::Event, "{f:?}");
+                assert_eq!(
+                    f.class,
+                    factledger::runtime::reconcile::FindingClass::Event,
+                    "{f:?}"
+                );
                 assert_eq!(f.repaired, Some(false), "{f:?}");
                 assert!(f.repair.starts_with("refused"), "{f:?}");
                 (

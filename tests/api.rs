@@ -3,7 +3,7 @@
 mod common;
 
 use common::TestDb;
-use factledger::auth::{KeyStore, Role, ADMIN_KEY_FILE};
+use factledger::infra::auth::{KeyStore, Role, ADMIN_KEY_FILE};
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
 use serde_json::{json, Value};

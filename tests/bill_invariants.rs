@@ -420,12 +420,9 @@ both_backends!(
             "month": "202609", "bill_id": 7, "account_id": 7, "rent_minor": 1,
             "recorded_at": "2026-09-01T00:00:00Z"}))
         .unwrap();
-        let done = factledger::unit::run_command::<factledger_aggregates::bill::StationMonth>(
-            &db.store,
-            &common::meta(),
-            "100:202609",
-            cmd,
-        )
+        let done = factledger::runtime::unit::run_command::<
+            factledger_aggregates::bill::StationMonth,
+        >(&db.store, &common::meta(), "100:202609", cmd)
         .await
         .unwrap();
         let planted = done.position;

@@ -10,8 +10,8 @@ mod common;
 
 use bill_env::{Env, AT};
 use common::{meta, scalar};
-use factledger::bill_order_status::MasterOutcome;
-use factledger::unit::run_command;
+use factledger::bill::order_status::MasterOutcome;
+use factledger::runtime::unit::run_command;
 use factledger_aggregates::bill::{
     LineStatusCode, OrderStatusCode, PaymentOrder, PaymentOrderCommand,
 };
@@ -203,7 +203,7 @@ both_backends!(
             "PAYMENT_IMPORT_EFFECTIVE",
         )
         .await;
-        factledger::bill_projection::catch_up(env.store(), &env.proj)
+        factledger::bill::projection::catch_up(env.store(), &env.proj)
             .await
             .expect("bill projector");
         // Before each append, another writer changes the order stream (a new PAYING

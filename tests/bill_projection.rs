@@ -7,10 +7,10 @@
 mod common;
 
 use common::{meta, TestDb};
-use factledger::bill_projection::{self, Account, CatchUp};
-use factledger::projection::ProjectionDb;
-use factledger::projector::select_rows;
-use factledger::store::{SealedEvent, StreamAppend, UnitOfWork};
+use factledger::bill::projection::{self as bill_projection, Account, CatchUp};
+use factledger::infra::db::Db;
+use factledger::infra::store::{SealedEvent, StreamAppend, UnitOfWork};
+use factledger::runtime::projector::select_rows;
 use factledger_aggregates::bill::{
     BILL_LOCK_AGGREGATE_TYPE, PARTNER_BILL_AGGREGATE_TYPE, PAYMENT_ORDER_AGGREGATE_TYPE,
     PAYMENT_RESULT_AGGREGATE_TYPE, REFERENCE_AGGREGATE_TYPE, STATION_MONTH_AGGREGATE_TYPE,
@@ -282,22 +282,22 @@ async fn fixture(f: &Facts<'_>) {
     f.diff(100, "202609", 501, Some(401)).await;
 }
 
-async fn projections(db: &TestDb) -> ProjectionDb {
-    db.database().await.projections
+async fn projections(db: &TestDb) -> Db {
+    db.database().await.db
 }
 
-async fn catch_up(db: &TestDb, p: &ProjectionDb) {
+async fn catch_up(db: &TestDb, p: &Db) {
     bill_projection::catch_up(&db.store, p)
         .await
         .expect("the bill projector applies every fact");
 }
 
-async fn rows(p: &ProjectionDb, def: &TableDef, tail: &str, args: &[Cell]) -> Vec<MemRow> {
+async fn rows(p: &Db, def: &TableDef, tail: &str, args: &[Cell]) -> Vec<MemRow> {
     select_rows(p, def, tail, args).await.expect("rows")
 }
 
 /// The row of a station-month in a table keyed `(station_id, <month column>)`.
-async fn row_of(p: &ProjectionDb, def: &TableDef, station: i64, month: &str) -> Option<MemRow> {
+async fn row_of(p: &Db, def: &TableDef, station: i64, month: &str) -> Option<MemRow> {
     let month_column = if def.name == MONTHLY_INCOME_DIFFERENCE.name {
         "share_month"
     } else {
@@ -313,14 +313,14 @@ async fn row_of(p: &ProjectionDb, def: &TableDef, station: i64, month: &str) -> 
     .pop()
 }
 
-async fn partner_row(p: &ProjectionDb, id: i64) -> MemRow {
+async fn partner_row(p: &Db, id: i64) -> MemRow {
     rows(p, &CUSTOMER_BILL_PARTNER, "WHERE id = ?", &[Cell::Int(id)])
         .await
         .pop()
         .expect("partner bill row")
 }
 
-async fn decision(p: &ProjectionDb, station: i64, month: &str) -> MemRow {
+async fn decision(p: &Db, station: i64, month: &str) -> MemRow {
     row_of(p, &DECISIONS, station, month)
         .await
         .unwrap_or_else(|| panic!("a decision for {station}:{month}"))
@@ -822,7 +822,7 @@ both_backends!(
     }
 );
 
-async fn pending(p: &ProjectionDb, sm: StationMonth) -> bool {
+async fn pending(p: &Db, sm: StationMonth) -> bool {
     bill_projection::sweep_pending(p, sm).await.expect("sweep")
 }
 
@@ -908,7 +908,7 @@ both_backends!(
         let err = bill_projection::catch_up(&db.store, &p)
             .await
             .expect_err("stops at the bad event");
-        let factledger::projection::RunnerError::Projection(e) = err else {
+        let factledger::runtime::projection::RunnerError::Projection(e) = err else {
             panic!("a projection error: {err}")
         };
         assert_eq!(e.global_position, bad);
@@ -923,7 +923,7 @@ both_backends!(
 );
 
 /// The tables now are exactly `expected`; a difference names the table and the row.
-async fn same_tables(p: &ProjectionDb, expected: &[(&'static str, Vec<MemRow>)], what: &str) {
+async fn same_tables(p: &Db, expected: &[(&'static str, Vec<MemRow>)], what: &str) {
     let now = bill_projection::dump(p).await.expect("dump");
     for ((table, rows), (_, want)) in now.iter().zip(expected) {
         assert_eq!(rows.len(), want.len(), "{what}: {table} row count");
@@ -984,7 +984,7 @@ fn own_bill(station: i64, rng: &mut rand::rngs::StdRng) -> i64 {
 
 /// A seeded random sequence of bill facts over two stations and three months,
 /// projected live in small batches as it goes.
-async fn random_facts(f: &Facts<'_>, db: &TestDb, p: &ProjectionDb, seed: u64, every: usize) {
+async fn random_facts(f: &Facts<'_>, db: &TestDb, p: &Db, seed: u64, every: usize) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let months = ["202604", "202605", "202606", "202607", "202608", "202609"];
     let stations = [100i64, 110];

@@ -199,7 +199,7 @@ both_backends!(
             got["job_code"],
             format!(
                 "RIPSR:{}",
-                factledger::jobs::md5_hex("STATION_MONTH:11:202609|MODE=ALL")
+                factledger::infra::jobs::md5_hex("STATION_MONTH:11:202609|MODE=ALL")
             )
         );
         assert_eq!(got["scope_count"], 1);

@@ -10,11 +10,11 @@ mod common;
 use async_trait::async_trait;
 use bill_env::Env;
 use common::{exec, scalar};
-use factledger::bill_snapshots::{
+use factledger::bill::snapshots::{
     submit_snapshot_refresh, SnapshotRefreshHandler, BILL_SNAPSHOT_REFRESH,
 };
-use factledger::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
-use factledger::jobs::{Engine, EngineConfig};
+use factledger::infra::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
+use factledger::infra::jobs::{Engine, EngineConfig};
 use factledger_projections::bill::snapshot::BillKey;
 use factledger_projections::bill::{StationMonth, YearMonth};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,7 +31,7 @@ fn sm(station_id: i64) -> BillKey {
 /// (the request generation moves under it).
 struct Interfering {
     inner: SnapshotRefreshHandler,
-    db: factledger::db::Db,
+    db: factledger::infra::db::Db,
     armed: AtomicBool,
 }
 
@@ -61,8 +61,10 @@ async fn engine(env: &Env) -> (Engine, Arc<Interfering>) {
         armed: AtomicBool::new(false),
     });
     let config = EngineConfig::new(format!("test-{}", uuid::Uuid::new_v4().simple()));
-    let kinds: Vec<(&'static factledger::jobs::JobKind, Arc<dyn JobHandler>)> =
-        vec![(&BILL_SNAPSHOT_REFRESH, handler.clone())];
+    let kinds: Vec<(
+        &'static factledger::infra::jobs::JobKind,
+        Arc<dyn JobHandler>,
+    )> = vec![(&BILL_SNAPSHOT_REFRESH, handler.clone())];
     let engine = Engine::new(database.db, database.store, config, kinds).expect("engine");
     (engine, handler)
 }

@@ -3,8 +3,8 @@
 mod common;
 
 use common::TestDb;
-use factledger::bus::{BusError, CommandBus, CommandEnvelope, CommandOutcome};
-use factledger::store::{DynStore, IdempotencyRow, Metadata};
+use factledger::infra::store::{DynStore, IdempotencyRow, Metadata};
+use factledger::runtime::bus::{BusError, CommandBus, CommandEnvelope, CommandOutcome};
 use factledger_aggregates::wallet::{Wallet, WalletCommand, WalletError};
 use serde_json::json;
 
@@ -140,7 +140,9 @@ both_backends!(
             ))
             .await
             .unwrap();
-        let l = factledger::bus::load::<Wallet>(&store, id).await.unwrap();
+        let l = factledger::runtime::bus::load::<Wallet>(&store, id)
+            .await
+            .unwrap();
         assert_eq!(l.state.user_id, "from-snapshot");
         assert_eq!(l.state.balances, warm.state.balances);
 
@@ -304,7 +306,9 @@ both_backends!(
             }
         }
         println!("two buses: {ok} committed, {conflicts} gave up on conflicts");
-        let s = factledger::bus::load::<Wallet>(&store, id).await.unwrap();
+        let s = factledger::runtime::bus::load::<Wallet>(&store, id)
+            .await
+            .unwrap();
         assert_eq!(s.state.balances.pending_minor, sum);
         assert_eq!(s.version, 1 + ok);
         assert_eq!(conflicts, 0, "every conflict was re-decided");

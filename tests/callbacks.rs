@@ -6,7 +6,6 @@ mod common;
 
 use async_trait::async_trait;
 use common::{exec, scalar, TestDb};
-use factledger::auth::Role;
 use factledger::callbacks::inbox::{self, CallbackRow};
 use factledger::callbacks::verify::hmac_sha256_hex;
 use factledger::callbacks::{
@@ -14,9 +13,10 @@ use factledger::callbacks::{
     NormalizedCallback, Registry, ReplayFailedOptions, Secret, Verifier, VerifyStatus,
     CALLBACK_REPLAY,
 };
-use factledger::db::{now_ms, Db};
-use factledger::jobs::{ops, JobStatus, JobSubmit, Selector};
-use factledger::store::{Fence, UnitOfWork};
+use factledger::infra::auth::Role;
+use factledger::infra::db::{now_ms, Db};
+use factledger::infra::jobs::{ops, JobStatus, JobSubmit, Selector};
+use factledger::infra::store::{Fence, UnitOfWork};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -88,7 +88,7 @@ fn registry(handler: &Arc<Recorder>) -> Registry {
 
 struct App {
     base: String,
-    state: factledger::api::AppState,
+    state: factledger::runtime::http::AppState,
     handler: Arc<Recorder>,
     client: reqwest::Client,
     _dir: tempfile::TempDir,
@@ -632,7 +632,7 @@ both_backends!(
         r.problem(404, "UNKNOWN_CALLBACK_PROVIDER", "provider");
         let big = format!(
             r#"{{"id":"big","type":"t","data":"{}"}}"#,
-            "x".repeat(factledger::api::BODY_BYTES_MAX)
+            "x".repeat(factledger::runtime::http::BODY_BYTES_MAX)
         );
         let r = app.signed(&big).await;
         assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);

@@ -3,8 +3,8 @@
 mod common;
 
 use common::TestDb;
-use factledger::bus::{CommandBus, CommandEnvelope};
-use factledger::store::{DynStore, Metadata};
+use factledger::infra::store::{DynStore, Metadata};
+use factledger::runtime::bus::{CommandBus, CommandEnvelope};
 use factledger_aggregates::wallet::{Wallet, WalletCommand};
 use serde_json::{json, Value};
 use std::io::BufRead;
@@ -198,10 +198,10 @@ async fn cli_keys_authenticate_in_the_service_until_revoked() {
         .unwrap()
         .to_owned();
     let key_id = secret.split('_').nth(1).unwrap().to_owned();
-    let keys = factledger::store::open(&db.url).await.unwrap().keys;
+    let keys = factledger::infra::store::open(&db.url).await.unwrap().keys;
     let p = keys.authenticate(&secret).await.unwrap().expect("active");
     assert_eq!(p.key_id, key_id);
-    assert_eq!(p.role, factledger::auth::Role::Operator);
+    assert_eq!(p.role, factledger::infra::auth::Role::Operator);
     let listed = json_lines(&succeeded(&run(dir.path(), &db.url, &["keys", "list"])));
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["role"], "operator");

@@ -7,12 +7,12 @@ mod common;
 
 use async_trait::async_trait;
 use common::{exec, scalar, TestDb};
-use factledger::db::{now_ms, Db};
-use factledger::jobs::cron::{
+use factledger::infra::db::{now_ms, Db};
+use factledger::infra::jobs::cron::{
     self, record_firing, CronConfig, CronSchedule, FireOutcome, LeaseToken, Scheduler,
 };
-use factledger::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, RoundReport};
-use factledger::jobs::{ClaimedJob, JobKind, JobSubmit};
+use factledger::infra::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, RoundReport};
+use factledger::infra::jobs::{ClaimedJob, JobKind, JobSubmit};
 use serde_json::{json, Value};
 use std::io::BufRead;
 use std::path::Path;
@@ -387,7 +387,7 @@ both_backends!(
         assert_eq!(s.last_firings[0].fire_at_ms, now);
         assert_eq!(
             s.last_firings[0].job_status,
-            Some(factledger::jobs::JobStatus::Pending)
+            Some(factledger::infra::jobs::JobStatus::Pending)
         );
     }
 );
@@ -404,7 +404,7 @@ both_backends!(
         let t = (now_ms() / 120_000) * 120_000 - 3_600_000; // on a 2-minute boundary
         s.tick_at(t + 1).await.unwrap();
         let r = s.tick_at(t + 4 * 60_000 + 1).await.unwrap();
-        let name = cron::CALLBACK_REPLAY_SCAN_SCHEDULE.to_owned();
+        let name = factledger::callbacks::replay::CALLBACK_REPLAY_SCAN_SCHEDULE.to_owned();
         // Settlement (every 5 min) may fire in the same four minutes.
         let fired: Vec<(String, i64)> = r.fired.into_iter().filter(|f| f.0 == name).collect();
         assert_eq!(
@@ -413,15 +413,21 @@ both_backends!(
         );
         // Two firings, one round at a time (the kind's cap is 1).
         for _ in 0..2 {
-            let scan = e.scan(cron::CALLBACK_REPLAY_SCAN.name, None).await.unwrap();
+            let scan = e
+                .scan(
+                    factledger::callbacks::replay::CALLBACK_REPLAY_SCAN.name,
+                    None,
+                )
+                .await
+                .unwrap();
             assert_eq!((scan.claimed, scan.succeeded), (1, 1), "{scan:?}");
         }
-        let code = cron::CALLBACK_REPLAY_SCAN.code(&format!(
+        let code = factledger::callbacks::replay::CALLBACK_REPLAY_SCAN.code(&format!(
             "cron:{}:{}",
-            cron::CALLBACK_REPLAY_SCAN_SCHEDULE,
+            factledger::callbacks::replay::CALLBACK_REPLAY_SCAN_SCHEDULE,
             t + 120_000
         ));
-        let job = factledger::jobs::ops::show(e.db(), &code)
+        let job = factledger::infra::jobs::ops::show(e.db(), &code)
             .await
             .unwrap()
             .unwrap();
@@ -653,7 +659,7 @@ async fn two_serve_processes_fire_each_second_once_and_none_is_lost_when_the_hol
             .as_array()
             .unwrap()
             .iter()
-            .any(|s| s["name"] == cron::CALLBACK_REPLAY_SCAN_SCHEDULE),
+            .any(|s| s["name"] == factledger::callbacks::replay::CALLBACK_REPLAY_SCAN_SCHEDULE),
         "{view}"
     );
 

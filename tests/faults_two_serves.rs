@@ -17,8 +17,8 @@ mod common;
 use common::load::{self, Load, Progress, Targets};
 use common::mariadb::{a_statement_waits, hold_appends};
 use common::{Backend, TestDb};
-use factledger::db::now_ms;
-use factledger::jobs::cron;
+use factledger::infra::db::now_ms;
+use factledger::infra::jobs::cron;
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -183,7 +183,7 @@ async fn two_serves_under_load_with_sigkills_lose_nothing_double_nothing_and_fir
         Some(ServeProcess::start(dir.path(), &db.url)),
         Some(ServeProcess::start(dir.path(), &db.url)),
     ];
-    let admin = std::fs::read_to_string(dir.path().join(factledger::auth::ADMIN_KEY_FILE))
+    let admin = std::fs::read_to_string(dir.path().join(factledger::infra::auth::ADMIN_KEY_FILE))
         .expect("the first serve wrote the admin key");
     let targets = Targets::new(
         servers.iter().flatten().map(|s| s.base.clone()).collect(),

@@ -6,11 +6,11 @@ mod common;
 
 use async_trait::async_trait;
 use common::{exec, meta, scalar, TestDb};
-use factledger::bus::{CommandBus, CommandEnvelope};
-use factledger::db::now_ms;
-use factledger::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, RoundReport};
-use factledger::jobs::{ClaimedJob, JobKind, JobSubmit};
-use factledger::store::{Fence, StoreError, UnitOfWork};
+use factledger::infra::db::now_ms;
+use factledger::infra::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, RoundReport};
+use factledger::infra::jobs::{ClaimedJob, JobKind, JobSubmit};
+use factledger::infra::store::{Fence, StoreError, UnitOfWork};
+use factledger::runtime::bus::{CommandBus, CommandEnvelope};
 use factledger_aggregates::wallet::{Wallet, WalletCommand};
 use serde_json::json;
 use std::sync::Arc;
@@ -184,7 +184,7 @@ both_backends!(
         let id = scalar(&d.db, &format!("SELECT id FROM jobs WHERE code = '{code}'")).await;
         // Not running at all: any fence on it is stale.
         let fenced = UnitOfWork {
-            outbox: vec![factledger::store::OutboxRow {
+            outbox: vec![factledger::infra::store::OutboxRow {
                 aggregatetype: "t".into(),
                 aggregateid: "x".into(),
                 r#type: "t.Fenced".into(),
@@ -279,7 +279,7 @@ both_backends!(
         // A unit that fails after its events are written takes its jobs and outbox
         // rows with it.
         let (version, hash) = db.store.stream_head("wallet", "w-1").await.unwrap();
-        let sealed = factledger::store::SealedEvent::seal(
+        let sealed = factledger::infra::store::SealedEvent::seal(
             db.store.keyring().active(),
             &hash,
             "wallet",
@@ -293,7 +293,7 @@ both_backends!(
             chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 6),
         );
         let failing = UnitOfWork {
-            streams: vec![factledger::store::StreamAppend {
+            streams: vec![factledger::infra::store::StreamAppend {
                 aggregate_type: "wallet".into(),
                 aggregate_id: "w-1".into(),
                 expected_version: version,
@@ -301,7 +301,7 @@ both_backends!(
                 events: vec![sealed],
             }],
             jobs: vec![follow_up("lost-with-its-unit")],
-            outbox: vec![factledger::store::OutboxRow {
+            outbox: vec![factledger::infra::store::OutboxRow {
                 aggregatetype: "wallet".into(),
                 aggregateid: "w-1".into(),
                 r#type: "wallet.Noted".into(),
@@ -326,12 +326,13 @@ both_backends!(
             ),
             meta(),
         );
-        credit.jobs =
-            vec![
-                factledger::jobs::JobSubmit::fact_change(&CREDIT, "welcome:w-1", json!({"v": 2}))
-                    .row(now_ms())
-                    .unwrap(),
-            ];
+        credit.jobs = vec![factledger::infra::jobs::JobSubmit::fact_change(
+            &CREDIT,
+            "welcome:w-1",
+            json!({"v": 2}),
+        )
+        .row(now_ms())
+        .unwrap()];
         bus.execute(credit).await.unwrap();
         assert_eq!(
             scalar(
@@ -393,7 +394,7 @@ both_backends!(
         )
         .await;
         let unit = |job_id, running_attempt| UnitOfWork {
-            outbox: vec![factledger::store::OutboxRow {
+            outbox: vec![factledger::infra::store::OutboxRow {
                 aggregatetype: "t".into(),
                 aggregateid: "x".into(),
                 r#type: "t.Fenced".into(),

@@ -110,7 +110,7 @@ both_backends!(
     |db: TestDb| async move {
         let app = Server::start(&db).await;
         // Was axum's plain-text 413 (the handler read `Bytes`).
-        let body = vec![b'x'; factledger::api::BODY_BYTES_MAX + 1];
+        let body = vec![b'x'; factledger::runtime::http::BODY_BYTES_MAX + 1];
         let response = app
             .client
             .post(format!("{}/v1/callbacks/any-provider", app.base))

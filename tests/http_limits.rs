@@ -4,8 +4,8 @@
 mod common;
 
 use common::TestDb;
-use factledger::api::limits::HttpLimits;
-use factledger::auth::{KeyStore, Role};
+use factledger::infra::auth::{KeyStore, Role};
+use factledger::runtime::http::limits::HttpLimits;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

@@ -7,8 +7,8 @@ use common::{meta, reference_data, TestDb};
 use factledger::affiliate::ingest::Ingestor;
 use factledger::affiliate::settlement::{settle_one, Settled};
 use factledger::affiliate::{IngestResult, OrderIngestor};
-use factledger::bus::load;
-use factledger::unit::run_command;
+use factledger::runtime::bus::load;
+use factledger::runtime::unit::run_command;
 use factledger_aggregates::affiliate_order::{AffiliateOrder, NormalisedOrder, OrderStatus};
 use factledger_aggregates::campaign::Campaign;
 use factledger_aggregates::commission::{Commission, CommissionStatus};
@@ -80,13 +80,15 @@ async fn commission(db: &TestDb, id: &str) -> (CommissionStatus, i64) {
 async fn outbox_rows(db: &TestDb) -> i64 {
     let sql = "SELECT COUNT(*) FROM outbox";
     match store_db(db).await {
-        factledger::db::Db::Mysql(p) => sqlx::query_scalar(sql).fetch_one(&p).await.unwrap(),
-        factledger::db::Db::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(&p).await.unwrap(),
+        factledger::infra::db::Db::Mysql(p) => sqlx::query_scalar(sql).fetch_one(&p).await.unwrap(),
+        factledger::infra::db::Db::Sqlite(p) => {
+            sqlx::query_scalar(sql).fetch_one(&p).await.unwrap()
+        }
     }
 }
 
-async fn store_db(db: &TestDb) -> factledger::db::Db {
-    factledger::store::open(&db.url).await.unwrap().db
+async fn store_db(db: &TestDb) -> factledger::infra::db::Db {
+    factledger::infra::store::open(&db.url).await.unwrap().db
 }
 
 fn at(s: &str) -> chrono::DateTime<chrono::Utc> {
@@ -507,19 +509,19 @@ struct Downstream {
 }
 
 #[async_trait::async_trait]
-impl factledger::outbox::Sink for Downstream {
+impl factledger::infra::outbox::Sink for Downstream {
     fn name(&self) -> &str {
         "downstream"
     }
 
     async fn deliver(
         &self,
-        m: &factledger::outbox::OutboxMessage,
-    ) -> Result<(), factledger::outbox::SinkError> {
+        m: &factledger::infra::outbox::OutboxMessage,
+    ) -> Result<(), factledger::infra::outbox::SinkError> {
         if !self.up.load(std::sync::atomic::Ordering::SeqCst) {
             self.refused
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            return Err(factledger::outbox::SinkError::Connect("down".into()));
+            return Err(factledger::infra::outbox::SinkError::Connect("down".into()));
         }
         self.got.lock().unwrap().push((m.id, m.aggregateid.clone()));
         Ok(())
@@ -535,12 +537,13 @@ both_backends!(
             refused: 0.into(),
             got: Default::default(),
         });
-        let config = factledger::outbox::RelayConfig {
+        let config = factledger::infra::outbox::RelayConfig {
             backoff_ms_min: 10,
             backoff_ms_max: 50,
             ..Default::default()
         };
-        let _relay = factledger::outbox::spawn(store_db(&db).await, vec![sink.clone()], config);
+        let _relay =
+            factledger::infra::outbox::spawn(store_db(&db).await, vec![sink.clone()], config);
         // Orders, commissions and wallets go through while nothing downstream answers.
         for (i, status) in ["PENDING", "COMPLETED", "REFUNDED"].iter().enumerate() {
             let r = ingest(&db, order("o-1", status, 100_000, 12_000, 1 + i as u32)).await;

@@ -6,11 +6,11 @@
 mod common;
 
 use common::{run, Backend, TestDb};
-use factledger::bus::CommandBus;
-use factledger::projection::catch_up_wallet;
-use factledger::reconcile::{self, FindingKind, ReconcileOptions};
-use factledger::store::integrity::{self, anchor, AnchorSinks, TamperKind};
-use factledger::store::{self, Keyring, StoredEvent, VerifyReport, LEGACY_KEY_ID};
+use factledger::infra::store::integrity::{self, anchor, AnchorSinks, TamperKind};
+use factledger::infra::store::{self, Keyring, StoredEvent, VerifyReport, LEGACY_KEY_ID};
+use factledger::runtime::bus::CommandBus;
+use factledger::runtime::projection::catch_up_wallet;
+use factledger::runtime::reconcile::{self, FindingKind, ReconcileOptions};
 use factledger_aggregates::wallet::Wallet;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -151,7 +151,7 @@ both_backends!(
     |db: TestDb| async move {
         let dir = tempfile::tempdir().unwrap();
         history(&db).await;
-        let p = db.database().await.projections;
+        let p = db.database().await.db;
         catch_up_wallet(&db.store, &p).await.unwrap();
         assert_eq!(frozen_in_projection(&db, "w-1").await, 200);
         let newest = db.store.head_position().await.unwrap();

@@ -5,9 +5,9 @@ mod common;
 
 use async_trait::async_trait;
 use common::{exec, scalar, TestDb};
-use factledger::db::{now_ms, Db};
-use factledger::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, RoundReport};
-use factledger::jobs::{Backoff, ClaimedJob, JobKind, JobSubmit, Selector};
+use factledger::infra::db::{now_ms, Db};
+use factledger::infra::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, RoundReport};
+use factledger::infra::jobs::{Backoff, ClaimedJob, JobKind, JobSubmit, Selector};
 use serde_json::json;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -35,7 +35,7 @@ static OTHER: JobKind = JobKind {
 static SECONDS: JobKind = JobKind {
     cap: None,
     lease_ms: 60_000,
-    backoff: Backoff::Seconds(factledger::jobs::BACKOFF_SECONDS_DEFAULT),
+    backoff: Backoff::Seconds(factledger::infra::jobs::BACKOFF_SECONDS_DEFAULT),
     ..JobKind::new("test_seconds", "TS")
 };
 
@@ -277,7 +277,7 @@ both_backends!(
         assert_eq!((status, retries, generation, error), (0, 0, 1, None));
         assert!(next_due_in_ms(e.db(), &code).await <= 0);
         // The round level says ok; the business level says a newer generation waits.
-        let view = factledger::jobs::ops::show(e.db(), &code)
+        let view = factledger::infra::jobs::ops::show(e.db(), &code)
             .await
             .unwrap()
             .unwrap();
@@ -297,7 +297,7 @@ both_backends!(
         assert_eq!(rounds.len(), 2);
         assert_eq!((rounds[0].2, rounds[1].2), (0, 1));
         assert!(rounds[1].3.contains("\"v\":2"));
-        let view = factledger::jobs::ops::show(e.db(), &code)
+        let view = factledger::infra::jobs::ops::show(e.db(), &code)
             .await
             .unwrap()
             .unwrap();
@@ -732,7 +732,10 @@ both_backends!(
         let manual = e
             .retry(&Selector::parse(vec![code.clone()], vec![]).unwrap())
             .await;
-        assert!(matches!(manual, Err(factledger::jobs::JobError::Paused)));
+        assert!(matches!(
+            manual,
+            Err(factledger::infra::jobs::JobError::Paused)
+        ));
         assert!(probe.rounds().is_empty());
         e.set_paused(false, "ops", None).await.unwrap();
         assert_eq!(e.scan(QUICK.name, None).await.unwrap().succeeded, 1);
@@ -744,7 +747,7 @@ both_backends!(
     |db: TestDb| async move {
         let probe = Arc::new(Probe::default());
         let e = engine(&db, vec![(&QUICK, probe.clone())]).await;
-        let big = json!({"scopes": "x".repeat(factledger::jobs::PAYLOAD_BYTES_MAX)});
+        let big = json!({"scopes": "x".repeat(factledger::infra::jobs::PAYLOAD_BYTES_MAX)});
         let refused = e.submit(&JobSubmit::plain(&QUICK, "big", big)).await;
         let err = refused.expect_err("refused");
         assert_eq!(err.field(), Some("payload"));

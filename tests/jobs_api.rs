@@ -5,8 +5,10 @@ mod common;
 
 use async_trait::async_trait;
 use common::{exec, TestDb};
-use factledger::auth::Role;
-use factledger::jobs::{ClaimedJob, JobFailure, JobHandler, JobKind, JobSubmit, RoundReport};
+use factledger::infra::auth::Role;
+use factledger::infra::jobs::{
+    ClaimedJob, JobFailure, JobHandler, JobKind, JobSubmit, RoundReport,
+};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -36,7 +38,7 @@ impl JobHandler for Echo {
 struct App {
     base: String,
     admin: String,
-    state: factledger::api::AppState,
+    state: factledger::runtime::http::AppState,
     client: reqwest::Client,
     _dir: tempfile::TempDir,
     task: tokio::task::JoinHandle<()>,

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{run, Backend, TestDb};
-use factledger::rebuild::{self, RebuildOptions, Scope};
+use factledger::runtime::rebuild::{self, RebuildOptions, Scope};
 use serde_json::json;
 use sqlx::Connection;
 
@@ -83,7 +83,7 @@ async fn least_privilege_serve_runs_as_a_user_that_cannot_truncate_or_alter_even
     )
     .await;
     // (The service's own projector tasks run the projections meanwhile.)
-    let p = &started.state.projections;
+    let p = &started.state.db;
     let begun = rebuild::begin(&started.state.store, p, "wallet", Scope::Full, "svc")
         .await
         .expect("a full rebuild starts as the service user");

@@ -8,13 +8,13 @@
 mod common;
 
 use common::{exec, meta, scalar, TestDb};
-use factledger::bus::{CommandBus, CommandEnvelope};
-use factledger::db::Db;
-use factledger::outbox::nats::{NatsConfig, NatsSink};
-use factledger::outbox::webhook::{WebhookConfig, WebhookSink};
-use factledger::outbox::{
+use factledger::infra::db::Db;
+use factledger::infra::outbox::nats::{NatsConfig, NatsSink};
+use factledger::infra::outbox::webhook::{WebhookConfig, WebhookSink};
+use factledger::infra::outbox::{
     self, checkpoint, OutboxMessage, RelayConfig, RelayError, Sink, SinkError, Step,
 };
+use factledger::runtime::bus::{CommandBus, CommandEnvelope};
 use factledger_aggregates::wallet::{Wallet, WalletCommand};
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
@@ -761,7 +761,7 @@ both_backends!(
         let auditor = started
             .state
             .keys
-            .create(factledger::auth::Role::Auditor)
+            .create(factledger::infra::auth::Role::Auditor)
             .await
             .expect("auditor key");
         let listener = loopback().await;

@@ -15,9 +15,9 @@ use factledger::affiliate::sync::{
     LOOKBACK_SLICE_MS, OVERLAP_MS, PLATFORM_SYNC, SAFETY_LAG_MS, SYNC_INTERVAL_MS,
 };
 use factledger::affiliate::{IngestError, IngestResult, OrderIngestor};
-use factledger::jobs::engine::{Engine, EngineConfig};
-use factledger::jobs::{ops, JobStatus, Selector};
-use factledger::store::{Fence, StoreError};
+use factledger::infra::jobs::engine::{Engine, EngineConfig};
+use factledger::infra::jobs::{ops, JobStatus, Selector};
+use factledger::infra::store::{Fence, StoreError};
 use factledger_aggregates::affiliate::{CountryCode, Platform};
 use factledger_aggregates::affiliate_order::{NormalisedOrder, OrderStatus};
 use platform_sim::{Fault, Sim, SimOrder};
@@ -45,7 +45,7 @@ struct Recorder {
     fail_call: Mutex<Option<usize>>,
     /// At the call with this number, take the job away from the round (its lease
     /// recovered and re-claimed elsewhere: `running_attempt` moves on).
-    steal_claim_at: Mutex<Option<(usize, factledger::db::Db)>>,
+    steal_claim_at: Mutex<Option<(usize, factledger::infra::db::Db)>>,
 }
 
 impl Recorder {
@@ -548,13 +548,13 @@ both_backends!(
             )
             .unwrap();
         let code = h.code(SyncTask::Incremental);
-        let due_in = |db: factledger::db::Db, code: String| async move {
+        let due_in = |db: factledger::infra::db::Db, code: String| async move {
             let at = scalar(
                 &db,
                 &format!("SELECT next_execute_at_ms FROM jobs WHERE code = '{code}'"),
             )
             .await;
-            at - factledger::db::now_ms()
+            at - factledger::infra::db::now_ms()
         };
 
         // A 503 on page 2.

@@ -4,9 +4,11 @@
 mod common;
 
 use common::{run, TestDb};
-use factledger::bus::CommandBus;
-use factledger::projection::{catch_up_wallet, ProjectionStatus, RunnerError, SharedStatus};
-use factledger::store;
+use factledger::infra::store;
+use factledger::runtime::bus::CommandBus;
+use factledger::runtime::projection::{
+    catch_up_wallet, ProjectionStatus, RunnerError, SharedStatus,
+};
 use factledger_aggregates::wallet::Wallet;
 use serde_json::json;
 
@@ -71,23 +73,17 @@ async fn balances(db: &TestDb, id: &str) -> (i64, i64, i64, i64, i64) {
         "SELECT pending_minor, available_minor, frozen_minor, risk_hold_minor, version \
          FROM wallet_balances WHERE wallet_id = '{id}'"
     );
-    match rows.projections {
-        factledger::projection::ProjectionDb::Mysql(p) => {
-            sqlx::query_as(&sql).fetch_one(&p).await.unwrap()
-        }
-        factledger::projection::ProjectionDb::Sqlite(p) => {
-            sqlx::query_as(&sql).fetch_one(&p).await.unwrap()
-        }
+    match rows.db {
+        factledger::infra::db::Db::Mysql(p) => sqlx::query_as(&sql).fetch_one(&p).await.unwrap(),
+        factledger::infra::db::Db::Sqlite(p) => sqlx::query_as(&sql).fetch_one(&p).await.unwrap(),
     }
 }
 
 async fn count(db: &TestDb, sql: &str) -> i64 {
     let rows = store::open(&db.url).await.unwrap();
-    match rows.projections {
-        factledger::projection::ProjectionDb::Mysql(p) => {
-            sqlx::query_scalar(sql).fetch_one(&p).await.unwrap()
-        }
-        factledger::projection::ProjectionDb::Sqlite(p) => {
+    match rows.db {
+        factledger::infra::db::Db::Mysql(p) => sqlx::query_scalar(sql).fetch_one(&p).await.unwrap(),
+        factledger::infra::db::Db::Sqlite(p) => {
             sqlx::query_scalar(sql).fetch_one(&p).await.unwrap()
         }
     }
@@ -98,7 +94,7 @@ both_backends!(
     |db: TestDb| async move {
         let bus = CommandBus::<Wallet>::start(db.store.clone());
         history(&bus).await;
-        let projections = store::open(&db.url).await.unwrap().projections;
+        let projections = store::open(&db.url).await.unwrap().db;
         let applied = catch_up_wallet(&db.store, &projections).await.unwrap();
         assert_eq!(applied as i64, db.store.head_position().await.unwrap());
         for w in ["w-1", "w-2", "w-3"] {
@@ -135,8 +131,8 @@ both_backends!(
     |db: TestDb| async move {
         let bus = CommandBus::<Wallet>::start(db.store.clone());
         history(&bus).await;
-        let a = store::open(&db.url).await.unwrap().projections;
-        let b = store::open(&db.url).await.unwrap().projections;
+        let a = store::open(&db.url).await.unwrap().db;
+        let b = store::open(&db.url).await.unwrap().db;
         let (sa, sb) = (db.store.clone(), db.store.clone());
         let (ra, rb) = tokio::join!(async move { catch_up_wallet(&sa, &a).await }, async move {
             catch_up_wallet(&sb, &b).await
@@ -175,7 +171,7 @@ both_backends!(
             )
             .await
             .unwrap();
-        let projections = store::open(&db.url).await.unwrap().projections;
+        let projections = store::open(&db.url).await.unwrap().db;
         let err = catch_up_wallet(&db.store, &projections).await.unwrap_err();
         assert!(
             matches!(err, RunnerError::Projection(ref p) if p.global_position == 5),
@@ -227,8 +223,9 @@ both_backends!(
             )
             .await
             .unwrap();
-        let projections = store::open(&db.url).await.unwrap().projections;
-        let status = factledger::projection::spawn_wallet(db.store.clone(), projections.clone());
+        let projections = store::open(&db.url).await.unwrap().db;
+        let status =
+            factledger::runtime::projection::spawn_wallet(db.store.clone(), projections.clone());
         // It stops at event 5, says so, and keeps retrying (with backoff) there.
         let stuck = wait_status(&status, "stopped at 5, retried", |s| s.retries >= 3).await;
         assert_eq!(stuck.position, 4, "{stuck:?}");
@@ -252,16 +249,16 @@ both_backends!(
 
 async fn texts(db: &TestDb, sql: &str) -> Vec<String> {
     let rows = store::open(&db.url).await.unwrap();
-    match rows.projections {
+    match rows.db {
         // utf8mb4_bin text reads back as bytes on MariaDB.
-        factledger::projection::ProjectionDb::Mysql(p) => sqlx::query_scalar::<_, Vec<u8>>(sql)
+        factledger::infra::db::Db::Mysql(p) => sqlx::query_scalar::<_, Vec<u8>>(sql)
             .fetch_all(&p)
             .await
             .unwrap()
             .into_iter()
             .map(|b| String::from_utf8(b).unwrap())
             .collect(),
-        factledger::projection::ProjectionDb::Sqlite(p) => {
+        factledger::infra::db::Db::Sqlite(p) => {
             sqlx::query_scalar(sql).fetch_all(&p).await.unwrap()
         }
     }
@@ -301,16 +298,16 @@ both_backends!(
             )
             .await
             .unwrap();
-        let projections = store::open(&db.url).await.unwrap().projections;
-        let context = factledger::alerts::AlertContext {
+        let projections = store::open(&db.url).await.unwrap().db;
+        let context = factledger::infra::alerts::AlertContext {
             environment: "staging".into(),
             country_code: "ID".into(),
             public_url: "https://ledger.example".into(),
         };
-        let status = factledger::projection::spawn_wallet_alerting(
+        let status = factledger::runtime::projection::spawn_wallet_alerting(
             db.store.clone(),
             projections.clone(),
-            Some(factledger::projection::StallAlerts {
+            Some(factledger::runtime::projection::StallAlerts {
                 context,
                 after_ms: 1_000,
             }),

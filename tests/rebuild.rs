@@ -5,10 +5,11 @@
 mod common;
 
 use common::{run, TestDb};
-use factledger::bus::CommandBus;
-use factledger::projection::{catch_up_wallet, ProjectionDb};
-use factledger::rebuild::{self, RebuildError, RebuildOptions, RebuildStatus, Scope};
-use factledger::store;
+use factledger::infra::db::Db;
+use factledger::infra::store;
+use factledger::runtime::bus::CommandBus;
+use factledger::runtime::projection::catch_up_wallet;
+use factledger::runtime::rebuild::{self, RebuildError, RebuildOptions, RebuildStatus, Scope};
 use factledger_aggregates::wallet::Wallet;
 use serde_json::json;
 use std::process::{Command, Stdio};
@@ -83,7 +84,7 @@ fn joined(columns: &[&str], mysql: bool) -> String {
 
 /// Every row of the wallet projection's tables, as text, in key order; and the
 /// checkpoint position.
-async fn dump(db: &ProjectionDb) -> (Vec<String>, i64) {
+async fn dump(db: &Db) -> (Vec<String>, i64) {
     let tables: [(&str, &[&str], &str); 3] = [
         (
             "wallet_balances",
@@ -134,14 +135,14 @@ async fn dump(db: &ProjectionDb) -> (Vec<String>, i64) {
     ];
     let mut rows = Vec::new();
     for (table, columns, order) in tables {
-        let is_mysql = matches!(db, ProjectionDb::Mysql(_));
+        let is_mysql = matches!(db, Db::Mysql(_));
         let sql = format!(
             "SELECT {} FROM {table} ORDER BY {order}",
             joined(columns, is_mysql)
         );
         let texts: Vec<Vec<u8>> = match db {
-            ProjectionDb::Mysql(p) => sqlx::query_scalar(&sql).fetch_all(p).await.unwrap(),
-            ProjectionDb::Sqlite(p) => sqlx::query_scalar::<_, String>(&sql)
+            Db::Mysql(p) => sqlx::query_scalar(&sql).fetch_all(p).await.unwrap(),
+            Db::Sqlite(p) => sqlx::query_scalar::<_, String>(&sql)
                 .fetch_all(p)
                 .await
                 .unwrap()
@@ -163,11 +164,7 @@ async fn exec(db: &TestDb, sql: &str) {
     db.store.execute_raw(sql).await.expect(sql);
 }
 
-async fn full_rebuild(
-    db: &TestDb,
-    projections: &ProjectionDb,
-    flush_events: usize,
-) -> RebuildStatus {
+async fn full_rebuild(db: &TestDb, projections: &Db, flush_events: usize) -> RebuildStatus {
     let started = rebuild::begin(&db.store, projections, "wallet", Scope::Full, "tester")
         .await
         .expect("rebuild starts");
@@ -185,7 +182,7 @@ both_backends!(
     |db: TestDb| async move {
         let bus = CommandBus::<Wallet>::start(db.store.clone());
         history(&bus, "w-", 7).await;
-        let projections = store::open(&db.url).await.unwrap().projections;
+        let projections = store::open(&db.url).await.unwrap().db;
         catch_up_wallet(&db.store, &projections).await.unwrap();
         let live = dump(&projections).await;
         let head = db.store.head_position().await.unwrap();
@@ -217,8 +214,9 @@ both_backends!(
     |db: TestDb| async move {
         let bus = CommandBus::<Wallet>::start(db.store.clone());
         history(&bus, "w-", 6).await;
-        let projections = store::open(&db.url).await.unwrap().projections;
-        let _runner = factledger::projection::spawn_wallet(db.store.clone(), projections.clone());
+        let projections = store::open(&db.url).await.unwrap().db;
+        let _runner =
+            factledger::runtime::projection::spawn_wallet(db.store.clone(), projections.clone());
         // Commands keep coming and the runner keeps applying them while the rebuild
         // copies, holds, catches up and swaps.
         let writer = {
@@ -249,7 +247,7 @@ both_backends!(
     |db: TestDb| async move {
         let bus = CommandBus::<Wallet>::start(db.store.clone());
         history(&bus, "w-", 4).await;
-        let projections = store::open(&db.url).await.unwrap().projections;
+        let projections = store::open(&db.url).await.unwrap().db;
         catch_up_wallet(&db.store, &projections).await.unwrap();
         let live = dump(&projections).await;
         // Damage two wallets' rows; rebuild only one of them.
@@ -346,7 +344,7 @@ both_backends!(
 both_backends!(
     one_full_rebuild_at_a_time_and_bad_requests_are_named,
     |db: TestDb| async move {
-        let projections = store::open(&db.url).await.unwrap().projections;
+        let projections = store::open(&db.url).await.unwrap().db;
         let first = rebuild::begin(&db.store, &projections, "wallet", Scope::Full, "a")
             .await
             .unwrap();
@@ -383,7 +381,7 @@ both_backends!(
     |db: TestDb| async move {
         let bus = CommandBus::<Wallet>::start(db.store.clone());
         history(&bus, "w-", 2).await;
-        let projections = store::open(&db.url).await.unwrap().projections;
+        let projections = store::open(&db.url).await.unwrap().db;
         catch_up_wallet(&db.store, &projections).await.unwrap();
         let live = dump(&projections).await;
         let stale = "2000-01-01T00:00:00.000000Z";
@@ -429,13 +427,13 @@ both_backends!(
         rebuild::resolve_stale_hold(&projections).await.unwrap();
         assert_eq!(dump(&projections).await, caught_up);
         let generation: i64 = match &projections {
-            ProjectionDb::Mysql(p) => sqlx::query_scalar(
+            Db::Mysql(p) => sqlx::query_scalar(
                 "SELECT generation FROM projection_checkpoints WHERE name = 'wallet'",
             )
             .fetch_one(p)
             .await
             .unwrap(),
-            ProjectionDb::Sqlite(p) => sqlx::query_scalar(
+            Db::Sqlite(p) => sqlx::query_scalar(
                 "SELECT generation FROM projection_checkpoints WHERE name = 'wallet'",
             )
             .fetch_one(p)
@@ -452,7 +450,7 @@ both_backends!(
             "UPDATE projection_checkpoints SET hold = 'catchup' WHERE name = 'wallet'",
         )
         .await;
-        let fresh = factledger::store::time_text(&chrono::Utc::now());
+        let fresh = factledger::infra::store::time_text(&chrono::Utc::now());
         exec(
             &db,
             &format!("UPDATE projection_leases SET rebuild_id = 'rb_alive', heartbeat = '{fresh}'"),
@@ -478,7 +476,7 @@ both_backends!(
     |db: TestDb| async move {
         let bus = CommandBus::<Wallet>::start(db.store.clone());
         history(&bus, "w-", 6).await;
-        let projections = store::open(&db.url).await.unwrap().projections;
+        let projections = store::open(&db.url).await.unwrap().db;
         catch_up_wallet(&db.store, &projections).await.unwrap();
         let live = dump(&projections).await;
 
@@ -499,13 +497,13 @@ both_backends!(
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let copied: Option<i64> = match &projections {
-                ProjectionDb::Mysql(p) => sqlx::query_scalar(
+                Db::Mysql(p) => sqlx::query_scalar(
                     "SELECT MAX(events_applied) FROM projection_rebuilds WHERE status = 'running'",
                 )
                 .fetch_one(p)
                 .await
                 .unwrap(),
-                ProjectionDb::Sqlite(p) => sqlx::query_scalar(
+                Db::Sqlite(p) => sqlx::query_scalar(
                     "SELECT MAX(events_applied) FROM projection_rebuilds WHERE status = 'running'",
                 )
                 .fetch_one(p)
@@ -556,13 +554,13 @@ both_backends!(
         assert_eq!(rebuilt.1, db.store.head_position().await.unwrap());
         // The killed one is on record as failed (abandoned), not running forever.
         let running: i64 = match &projections {
-            ProjectionDb::Mysql(p) => sqlx::query_scalar(
+            Db::Mysql(p) => sqlx::query_scalar(
                 "SELECT COUNT(*) FROM projection_rebuilds WHERE status = 'running'",
             )
             .fetch_one(p)
             .await
             .unwrap(),
-            ProjectionDb::Sqlite(p) => sqlx::query_scalar(
+            Db::Sqlite(p) => sqlx::query_scalar(
                 "SELECT COUNT(*) FROM projection_rebuilds WHERE status = 'running'",
             )
             .fetch_one(p)
@@ -578,13 +576,13 @@ both_backends!(
     |db: TestDb| async move {
         let bus = CommandBus::<Wallet>::start(db.store.clone());
         history(&bus, "w-", 3).await;
-        let projections = store::open(&db.url).await.unwrap().projections;
+        let projections = store::open(&db.url).await.unwrap().db;
         catch_up_wallet(&db.store, &projections).await.unwrap();
         let live = dump(&projections).await;
         // A reconciliation whose process died (old heartbeat) does not hold anything
         // up; a live one does.
         let old = "2000-01-01T00:00:00.000000Z";
-        let fresh = factledger::store::time_text(&chrono::Utc::now());
+        let fresh = factledger::infra::store::time_text(&chrono::Utc::now());
         for (id, beat) in [("run-dead", old), ("run-alive", fresh.as_str())] {
             exec(
                 &db,

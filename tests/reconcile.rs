@@ -5,11 +5,12 @@
 mod common;
 
 use common::{run, TestDb};
-use factledger::auth::Role;
-use factledger::bus::CommandBus;
-use factledger::projection::{catch_up_wallet, ProjectionDb};
-use factledger::reconcile::{self, FindingClass, ReconcileOptions, Report, RunStatus};
-use factledger::store;
+use factledger::infra::auth::Role;
+use factledger::infra::db::Db;
+use factledger::infra::store;
+use factledger::runtime::bus::CommandBus;
+use factledger::runtime::projection::catch_up_wallet;
+use factledger::runtime::reconcile::{self, FindingClass, ReconcileOptions, Report, RunStatus};
 use factledger_aggregates::wallet::Wallet;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -62,8 +63,8 @@ async fn history(db: &TestDb) {
     }
 }
 
-async fn projections(db: &TestDb) -> ProjectionDb {
-    store::open(&db.url).await.unwrap().projections
+async fn projections(db: &TestDb) -> Db {
+    store::open(&db.url).await.unwrap().db
 }
 
 /// `(class, kind, wallet, table, key)` of every finding, as JSON names.
@@ -485,10 +486,7 @@ async fn spawn_app(db: &TestDb) -> App {
         .secret;
     // Let the service's projection runner apply the history before anything is planted.
     let head = db.store.head_position().await.unwrap();
-    assert_eq!(
-        started.state.projections.wait_for(head).await.unwrap(),
-        head
-    );
+    assert_eq!(started.state.db.wait_for(head).await.unwrap(), head);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -718,7 +716,7 @@ both_backends!(
     |db: TestDb| async move {
         let p = projections(&db).await;
         let old = "2000-01-01T00:00:00.000000Z";
-        let fresh = factledger::store::time_text(&chrono::Utc::now());
+        let fresh = factledger::infra::store::time_text(&chrono::Utc::now());
         for (id, beat) in [("run-dead", old), ("run-alive", fresh.as_str())] {
             db.store
                 .execute_raw(&format!(

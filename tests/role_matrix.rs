@@ -8,7 +8,7 @@ mod common;
 
 use common::app::{spawn_roles, RoleApp};
 use common::TestDb;
-use factledger::auth::Role;
+use factledger::infra::auth::Role;
 use reqwest::Method;
 use std::collections::BTreeSet;
 
@@ -186,14 +186,29 @@ fn shape(path: &str) -> String {
         .join("/")
 }
 
-/// (method, shape) of every route `api::router` registers, read from its source.
+/// (method, shape) of every route the service registers, read from the sources of
+/// `server::router` and of each capability's `routes()`.
 fn routed() -> BTreeSet<(String, String)> {
-    let source = include_str!("../src/api/mod.rs");
-    let body = source
-        .split("pub fn router(")
-        .nth(1)
-        .and_then(|s| s.split("\n}\n").next())
-        .expect("router function");
+    let sources = [
+        ("pub fn router(", include_str!("../src/server/router.rs")),
+        ("pub fn routes(", include_str!("../src/wallet/mod.rs")),
+        ("pub fn routes(", include_str!("../src/affiliate/mod.rs")),
+        ("pub fn routes(", include_str!("../src/bill/mod.rs")),
+        ("pub fn routes(", include_str!("../src/callbacks/mod.rs")),
+        ("pub fn routes(", include_str!("../src/audit/mod.rs")),
+        ("pub fn routes(", include_str!("../src/ops/mod.rs")),
+    ];
+    let body = sources
+        .iter()
+        .map(|(start, source)| {
+            source
+                .split(start)
+                .nth(1)
+                .and_then(|s| s.split("\n}\n").next())
+                .expect("router function")
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut out = BTreeSet::new();
     for chunk in body.split(".route(").skip(1) {
         let path = chunk.split('"').nth(1).expect("route path literal");

@@ -151,7 +151,7 @@ fn cli(dir: &std::path::Path, url: &str, args: &[&str]) -> std::process::Output 
 both_backends!(
     f9_serve_mints_no_admin_key_once_keys_have_existed,
     |db: TestDb| async move {
-        use factledger::auth::{Role, ADMIN_KEY_FILE};
+        use factledger::infra::auth::{Role, ADMIN_KEY_FILE};
         let dir = tempfile::tempdir().unwrap();
         let first = factledger::server::start(&db.url, "ID", dir.path())
             .await
@@ -196,14 +196,16 @@ both_backends!(
         assert!(String::from_utf8_lossy(&o.stderr).contains("unrevoked admin key exists"));
         assert_eq!(keys.list().await.unwrap().len(), 1);
         // No admin left (an operator key does not count).
-        keys.create(factledger::auth::Role::Operator).await.unwrap();
+        keys.create(factledger::infra::auth::Role::Operator)
+            .await
+            .unwrap();
         assert!(keys.revoke(&admin.key_id).await.unwrap());
         let o = cli(dir.path(), &db.url, &["keys", "bootstrap"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
         let secret = out.lines().find(|l| l.starts_with("flk_")).expect("secret");
         let p = keys.authenticate(secret).await.unwrap().expect("active");
-        assert_eq!(p.role, factledger::auth::Role::Admin);
+        assert_eq!(p.role, factledger::infra::auth::Role::Admin);
         // Recorded as an admin action of the CLI's user on the new key.
         let events = first
             .state

@@ -16,12 +16,11 @@ use factledger::affiliate::settlement::{
 use factledger::affiliate::sync::{
     SyncConfig, PLATFORM_SYNC, PLATFORM_SYNC_EVERY, PLATFORM_SYNC_SCAN, PLATFORM_SYNC_SCHEDULE,
 };
-use factledger::bus::load;
-use factledger::db::{now_ms, Db};
-use factledger::jobs::cron::CronSchedule;
-use factledger::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, RoundReport};
-use factledger::jobs::{ClaimedJob, JobKind, JobStatus, JobSubmit};
-use factledger::projection::ProjectionDb;
+use factledger::infra::db::{now_ms, Db};
+use factledger::infra::jobs::cron::CronSchedule;
+use factledger::infra::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, RoundReport};
+use factledger::infra::jobs::{ClaimedJob, JobKind, JobStatus, JobSubmit};
+use factledger::runtime::bus::load;
 use factledger::server::{ServeOptions, SettlementCron};
 use factledger_aggregates::affiliate_order::NormalisedOrder;
 use factledger_aggregates::commission::{Commission, CommissionStatus};
@@ -76,14 +75,14 @@ fn clock_at(at: &Arc<AtomicI64>) -> Clock {
     })
 }
 
-async fn projections(db: &TestDb) -> ProjectionDb {
-    db.database().await.projections
+async fn projections(db: &TestDb) -> Db {
+    db.database().await.db
 }
 
 /// Bring `commission_records` to the head, as the projector task of `serve` does.
-async fn catch_up_commissions(db: &TestDb, p: &ProjectionDb) {
-    let projector = factledger::projector::find("commission_records").expect("projector");
-    factledger::projector::catch_up(&db.store, p, projector.as_ref())
+async fn catch_up_commissions(db: &TestDb, p: &Db) {
+    let projector = factledger::runtime::projector::find("commission_records").expect("projector");
+    factledger::runtime::projector::catch_up(&db.store, p, projector.as_ref())
         .await
         .expect("commission_records catches up");
 }
@@ -97,7 +96,7 @@ async fn engine(db: &TestDb, kind: &'static JobKind, handler: Arc<dyn JobHandler
 
 async fn settlement_handler(db: &TestDb, clock: Clock) -> SettlementHandler {
     let d = db.database().await;
-    SettlementHandler::new(d.store, d.projections, "ID").with_clock(clock)
+    SettlementHandler::new(d.store, d.db, "ID").with_clock(clock)
 }
 
 /// The job the settlement schedule's firing at `fire_at_ms` submits.
@@ -113,7 +112,7 @@ fn firing(fire_at_ms: i64) -> JobSubmit {
 
 /// The last round's summary and the job's status.
 async fn round(db: &Db, code: &str) -> (Value, Value) {
-    let job = factledger::jobs::ops::show(db, code)
+    let job = factledger::infra::jobs::ops::show(db, code)
         .await
         .unwrap()
         .unwrap_or_else(|| panic!("no job {code}"));
@@ -150,7 +149,7 @@ async fn count_events(db: &TestDb, aggregate_type: &str, id: &str, event_type: &
 /// the wallet projection caught up.
 async fn release_ledger(db: &TestDb) -> (i64, i64) {
     let d = db.database().await;
-    factledger::projection::catch_up_wallet(&db.store, &d.projections)
+    factledger::runtime::projection::catch_up_wallet(&db.store, &d.db)
         .await
         .unwrap();
     let w = "FROM wallet_ledger WHERE entry_type = 'RELEASE_PENDING' AND ref_type = 'COMMISSION'";
@@ -515,13 +514,13 @@ both_backends!(
 both_backends!(
     the_cron_fires_settlement_every_five_minutes_and_platform_sync_every_fifteen,
     |db: TestDb| async move {
-        use factledger::jobs::cron::CALLBACK_REPLAY_SCAN_SCHEDULE;
+        use factledger::callbacks::replay::CALLBACK_REPLAY_SCAN_SCHEDULE;
         reference_data(&db).await;
         for i in 0..2 {
             ingest(&db, order(&format!("o-{i}"), "COMPLETED", 1, 1)).await;
         }
         let database = db.database().await;
-        catch_up_commissions(&db, &database.projections).await;
+        catch_up_commissions(&db, &database.db).await;
         // One pair; the platform is never called here (only the submits are).
         let platform_sync = SyncConfig::parse("SHOPEE:ID", |k| {
             (k == "FACTLEDGER_PLATFORM_SHOPEE_URL").then(|| "http://127.0.0.1:9".to_owned())
@@ -600,7 +599,7 @@ both_backends!(
             assert_eq!(summary["failed"], 0, "{summary}");
             released += summary["released"].as_i64().unwrap();
             // The log moved: let the projection see it, as the projector task would.
-            catch_up_commissions(&db, &database.projections).await;
+            catch_up_commissions(&db, &database.db).await;
         }
         assert_eq!(released, 4);
         assert_eq!(balances(&db, OWNER_WALLET).await, (0, 2 * CASHBACK_MINOR));
@@ -744,7 +743,7 @@ async fn the_settlement_scan_reads_the_due_index_in_order() {
         }
         // And it finds what it should: PENDING, due, after the keyset, in order.
         let due = factledger::affiliate::settlement::due_commissions(
-            &d.projections,
+            &d.db,
             now.parse().unwrap(),
             Some(&factledger::affiliate::settlement::DueCommission {
                 commission_id: id.into(),

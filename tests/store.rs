@@ -4,7 +4,7 @@ mod common;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use common::{Backend, TestDb};
-use factledger::store::{
+use factledger::infra::store::{
     self, DynStore, IdempotencyRow, LedgerRefRow, Metadata, SealedEvent, SnapshotRow, StoreError,
     StreamAppend, UnitOfWork, GENESIS_HASH,
 };
@@ -765,20 +765,22 @@ both_backends!(
         );
         assert_eq!(view.metadata["event_id"], json!(e.event_id.to_string()));
 
-        let loaded = factledger::bus::load::<Wallet>(&store, id).await.unwrap();
+        let loaded = factledger::runtime::bus::load::<Wallet>(&store, id)
+            .await
+            .unwrap();
         assert_eq!(loaded.version, 2);
         assert_eq!(loaded.last_hash, e.hash);
         assert_eq!(loaded.state.balances.pending_minor, 1500);
         assert_eq!(loaded.state.user_id, "u-1");
 
         // The bus continues the chain after the legacy event.
-        let bus = factledger::bus::CommandBus::<Wallet>::start(store.clone());
+        let bus = factledger::runtime::bus::CommandBus::<Wallet>::start(store.clone());
         let cmd: WalletCommand = serde_json::from_value(json!({
         "type": "CreditPending", "ref_type": "COMMISSION", "ref_id": "c-new", "amount_minor": 500
     }))
     .unwrap();
         let out = bus
-            .execute(factledger::bus::CommandEnvelope {
+            .execute(factledger::runtime::bus::CommandEnvelope {
                 aggregate_id: id.into(),
                 command: cmd,
                 metadata: meta(),
@@ -793,7 +795,9 @@ both_backends!(
             out.events[0].payload["before"]["pending_minor"],
             json!(1500)
         );
-        let loaded = factledger::bus::load::<Wallet>(&store, id).await.unwrap();
+        let loaded = factledger::runtime::bus::load::<Wallet>(&store, id)
+            .await
+            .unwrap();
         assert_eq!(loaded.state.balances.pending_minor, 2000);
         assert!(store::verify(&*store, None)
             .await

@@ -9,8 +9,8 @@
 mod common;
 
 use common::{Backend, TestDb};
-use factledger::bus::CommandBus;
-use factledger::db::Db;
+use factledger::infra::db::Db;
+use factledger::runtime::bus::CommandBus;
 use factledger_aggregates::wallet::Wallet;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -46,7 +46,7 @@ async fn session_cipher(db: &Db) -> String {
 /// through the store, and return the session cipher of the store's pool.
 async fn command_over(db: &TestDb, params: &str) -> String {
     let url = format!("{}?{params}", db.url);
-    let database = factledger::store::open(&url)
+    let database = factledger::infra::store::open(&url)
         .await
         .unwrap_or_else(|e| panic!("open the store with {params}: {e:#}"));
     let bus = CommandBus::<Wallet>::start(database.store.clone());
@@ -107,7 +107,7 @@ async fn f10_verify_ca_refuses_a_server_whose_ca_is_not_trusted() {
     // No ssl-ca: the self-signed test CA is in no trust store, so verification must
     // fail rather than fall back to an unverified session.
     let url = format!("{}?ssl-mode=verify_ca", db.url);
-    let err = match factledger::store::open(&url).await {
+    let err = match factledger::infra::store::open(&url).await {
         Ok(_) => panic!("verify_ca accepted a certificate from an untrusted CA"),
         Err(e) => format!("{e:#}"),
     };
@@ -159,7 +159,7 @@ async fn f10_ssl_mode_required_refuses_a_server_without_tls_with_a_clear_error()
     let url = format!("mysql://app:secret@{addr}/ledger?ssl-mode=required");
     let opened = tokio::time::timeout(
         std::time::Duration::from_secs(30),
-        factledger::store::open(&url),
+        factledger::infra::store::open(&url),
     )
     .await
     .expect("the refusal is immediate, not a hang");

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{meta, run, TestDb};
-use factledger::bus::CommandBus;
-use factledger::unit::{run_unit, UnitError};
+use factledger::runtime::bus::CommandBus;
+use factledger::runtime::unit::{run_unit, UnitError};
 use factledger_aggregates::wallet::{Wallet, WalletCommand, WalletError};
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -36,7 +36,7 @@ async fn open_two(db: &TestDb) -> CommandBus<Wallet> {
 }
 
 async fn pending(db: &TestDb, id: &str) -> i64 {
-    factledger::bus::load::<Wallet>(&db.store, id)
+    factledger::runtime::bus::load::<Wallet>(&db.store, id)
         .await
         .unwrap()
         .state
@@ -49,7 +49,7 @@ async fn pending(db: &TestDb, id: &str) -> i64 {
 async fn credit_both(
     db: &TestDb,
     ref_id: &str,
-) -> Result<factledger::unit::UnitOutcome<()>, UnitError<WalletError>> {
+) -> Result<factledger::runtime::unit::UnitOutcome<()>, UnitError<WalletError>> {
     let ref_id = ref_id.to_owned();
     run_unit(&db.store, &meta(), |mut unit| {
         let ref_id = ref_id.clone();

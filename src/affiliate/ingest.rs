@@ -31,9 +31,9 @@
 //! field), and nothing of it is written; the other orders of the page go on.
 
 use super::{IngestError, IngestResult, OrderIngestor, INGEST_PAGE_ORDERS_MAX};
-use crate::bus::{load_many, Loaded};
-use crate::store::{DynStore, Fence, Metadata, StoreError};
-use crate::unit::{
+use crate::infra::store::{DynStore, Fence, Metadata, StoreError};
+use crate::runtime::bus::{load_many, Loaded};
+use crate::runtime::unit::{
     moved_since, run_unit, StreamCache, UnitBuilder, UnitError, UnitOutcome, WorkingSet,
     UNIT_CONFLICT_BACKOFF_MS_MAX, UNIT_CONFLICT_RETRIES_MAX,
 };
@@ -297,9 +297,9 @@ fn missing(set: &WorkingSet, aggregate_type: &str, ids: &[String]) -> Vec<String
         .collect()
 }
 
-fn bus_store_error<E: std::error::Error>(e: crate::bus::BusError<E>) -> StoreError {
+fn bus_store_error<E: std::error::Error>(e: crate::runtime::bus::BusError<E>) -> StoreError {
     match e {
-        crate::bus::BusError::Store(s) => s,
+        crate::runtime::bus::BusError::Store(s) => s,
         other => StoreError::Invalid(other.to_string()),
     }
 }

@@ -9,10 +9,46 @@
 //! `sync.rs` is the `platform_sync` job (R-ORD-8): watermark minus overlap, a page
 //! checkpoint after each page, and the 120-day lookback sweep (R-COM-4).
 
+pub mod api;
+pub mod api_commands;
 pub mod ingest;
 pub mod platform;
 pub mod settlement;
 pub mod sync;
+
+/// This capability's HTTP routes; the composition root merges them (`server::router`).
+pub fn routes() -> axum::Router<crate::runtime::http::AppState> {
+    use axum::routing::{get, post};
+    axum::Router::new()
+        .route(
+            "/v1/orders/{platform}/{platform_order_id}",
+            get(api::get_order).post(api_commands::post_on_order),
+        )
+        .route(
+            "/v1/orders:ingest",
+            post(api_commands::ingest).layer(axum::extract::DefaultBodyLimit::max(
+                api_commands::INGEST_BODY_BYTES_MAX,
+            )),
+        )
+        .route("/v1/commissions", get(api::list_commissions))
+        .route(
+            "/v1/commissions/{commission_id}",
+            post(api_commands::post_on_commission),
+        )
+        .route(
+            "/v1/commission-rules/{rule_set_id}/versions",
+            post(api_commands::add_rule_version),
+        )
+        .route("/v1/affiliate-links", post(api_commands::register_link))
+        .route(
+            "/v1/users/{user_id}/inviter",
+            post(api_commands::set_inviter),
+        )
+        .route(
+            "/v1/campaigns/{campaign_id}",
+            post(api_commands::open_campaign),
+        )
+}
 
 use async_trait::async_trait;
 use factledger_aggregates::affiliate_order::NormalisedOrder;
@@ -50,7 +86,7 @@ pub enum IngestError {
     #[error("a page holds at most {INGEST_PAGE_ORDERS_MAX} orders, this one {0}")]
     PageTooLarge(usize),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::infra::store::StoreError),
     /// The job claim the page was fenced by is gone (its lease was recovered).
     #[error("the job claim fencing this ingest is gone: {0}")]
     Fenced(String),
@@ -65,15 +101,15 @@ pub trait OrderIngestor: Send + Sync + 'static {
     async fn ingest_page(
         &self,
         orders: Vec<NormalisedOrder>,
-        fence: Option<crate::store::Fence>,
+        fence: Option<crate::infra::store::Fence>,
     ) -> Result<Vec<IngestResult>, IngestError>;
 }
 
 /// Metadata of writes a background task makes on its own (no request): the actor
 /// names the task, the correlation id is fresh per call.
-pub fn service_metadata(actor: &str, country_code: &str) -> crate::store::Metadata {
+pub fn service_metadata(actor: &str, country_code: &str) -> crate::infra::store::Metadata {
     let correlation_id = uuid::Uuid::new_v4().to_string();
-    crate::store::Metadata {
+    crate::infra::store::Metadata {
         correlation_id: correlation_id.clone(),
         causation_id: None,
         command_id: None,

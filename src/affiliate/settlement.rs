@@ -29,11 +29,12 @@
 //! commissions) is therefore harmless: both scans list the same ids, each commission
 //! is released by exactly one unit, and the other one's re-decision is `not_pending`.
 
-use crate::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
-use crate::jobs::JobKind;
-use crate::projection::{ProjectionDb, RunnerError};
-use crate::store::{time_text, DynStore, Fence, Metadata, StoreError};
-use crate::unit::{run_unit, UnitError};
+use crate::infra::db::Db;
+use crate::infra::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
+use crate::infra::jobs::JobKind;
+use crate::infra::store::{time_text, DynStore, Fence, Metadata, StoreError};
+use crate::runtime::projection::RunnerError;
+use crate::runtime::unit::{run_unit, UnitError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use factledger_aggregates::commission::{
@@ -178,7 +179,7 @@ pub struct DueCommission {
 /// `(release_at, commission_id)`, the `ix_commission_records_due` index), at most
 /// `limit`. A hint only: each must still go through [`settle_one`].
 pub async fn due_commissions(
-    db: &ProjectionDb,
+    db: &Db,
     now: DateTime<Utc>,
     after: Option<&DueCommission>,
     limit: i64,
@@ -189,10 +190,10 @@ pub async fn due_commissions(
         .map(|a| (a.release_at.as_str(), a.commission_id.as_str()))
         .unwrap_or(("", ""));
     let status = CommissionStatus::Pending.as_str();
-    let sql = due_sql(matches!(db, ProjectionDb::Sqlite(_)), limit);
+    let sql = due_sql(matches!(db, Db::Sqlite(_)), limit);
     macro_rules! go {
         ($p:expr, $text:expr, $keyset:expr) => {{
-            use crate::db::RowText;
+            use crate::infra::db::RowText;
             let mut q = sqlx::query(&sql).bind($text(status)).bind($text(&now));
             for k in $keyset {
                 q = q.bind($text(k));
@@ -213,9 +214,9 @@ pub async fn due_commissions(
         // Text as bytes: MariaDB then compares with the `_bin` columns as they are and
         // walks the index in order (a utf8mb4_unicode_ci string parameter makes it
         // sort the range; see `reconcile.rs`).
-        ProjectionDb::Mysql(p) => go!(p, str::as_bytes, [at, at, id]),
+        Db::Mysql(p) => go!(p, str::as_bytes, [at, at, id]),
         // SQLite compares a blob as greater than any text: bind text.
-        ProjectionDb::Sqlite(p) => go!(p, std::convert::identity::<&str>, [at, id]),
+        Db::Sqlite(p) => go!(p, std::convert::identity::<&str>, [at, id]),
     }
 }
 
@@ -313,7 +314,7 @@ pub enum SettleRoundError {
 /// counted, and the round goes on.
 pub async fn settle_due(
     store: &DynStore,
-    projections: &ProjectionDb,
+    projections: &Db,
     metadata: &Metadata,
     now: DateTime<Utc>,
     fence: Option<Fence>,
@@ -391,7 +392,7 @@ pub async fn settle_due(
 /// Wait (bounded by `limits.projection_wait_ms`) for `commission_records` to reach
 /// `head`; returns the checkpoint the scan will read at. Going on behind is safe.
 async fn caught_up(
-    projections: &ProjectionDb,
+    projections: &Db,
     projector: &dyn Projector,
     head: i64,
     limits: RoundLimits,
@@ -415,14 +416,14 @@ pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 /// now, fenced by the job's claim.
 pub struct SettlementHandler {
     store: DynStore,
-    projections: ProjectionDb,
+    projections: Db,
     country_code: String,
     clock: Clock,
     limits: RoundLimits,
 }
 
 impl SettlementHandler {
-    pub fn new(store: DynStore, projections: ProjectionDb, country_code: &str) -> Self {
+    pub fn new(store: DynStore, projections: Db, country_code: &str) -> Self {
         SettlementHandler {
             store,
             projections,

@@ -33,10 +33,10 @@ use super::platform::{
     PAGE_SIZE_DEFAULT, REQUEST_TIMEOUT_MS_DEFAULT,
 };
 use super::{IngestError, IngestResult, OrderIngestor};
-use crate::db::{now_ms, Db, RowText};
-use crate::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
-use crate::jobs::{Backoff, Engine, JobError, JobKind, JobSubmit};
-use crate::store::{Fence, StoreError};
+use crate::infra::db::{now_ms, Db, RowText};
+use crate::infra::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
+use crate::infra::jobs::{Backoff, Engine, JobError, JobKind, JobSubmit};
+use crate::infra::store::{Fence, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use factledger_aggregates::affiliate::{CountryCode, Platform};
@@ -209,14 +209,14 @@ pub static PLATFORM_SYNC_SCAN: JobKind = JobKind {
 };
 
 /// `platform_sync_scan`: [`submit_sync_jobs`] for the configured pairs, on the engine
-/// it is registered in (modelled on `cron::ReplayScanHandler`).
+/// it is registered in (modelled on `callbacks::replay::ReplayScanHandler`).
 pub struct SyncScanHandler {
-    engine: crate::jobs::cron::EngineSlot,
+    engine: crate::infra::jobs::cron::EngineSlot,
     pairs: Vec<SyncPair>,
 }
 
 impl SyncScanHandler {
-    pub fn new(engine: crate::jobs::cron::EngineSlot, pairs: Vec<SyncPair>) -> Self {
+    pub fn new(engine: crate::infra::jobs::cron::EngineSlot, pairs: Vec<SyncPair>) -> Self {
         SyncScanHandler { engine, pairs }
     }
 }
@@ -227,7 +227,7 @@ impl JobHandler for SyncScanHandler {
         let engine = self
             .engine
             .get()
-            .and_then(crate::jobs::engine::WeakEngine::upgrade)
+            .and_then(crate::infra::jobs::engine::WeakEngine::upgrade)
             .ok_or_else(|| JobFailure::new("the job engine is shutting down"))?;
         let codes = submit_sync_jobs(&engine, &self.pairs)
             .await
@@ -791,7 +791,7 @@ mod tests {
         assert!(PLATFORM_SYNC
             .code(&business_key(pair, SyncTask::Incremental))
             .starts_with("PSYNC:"));
-        assert!(crate::jobs::check_kinds([&PLATFORM_SYNC]).is_ok());
+        assert!(crate::infra::jobs::check_kinds([&PLATFORM_SYNC]).is_ok());
     }
 
     #[test]

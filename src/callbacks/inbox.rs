@@ -4,9 +4,9 @@
 //! racing a late inline outcome) changes nothing the second time.
 
 use super::{CallbackError, HandleStatus, Normalized, VerifyStatus};
-use crate::db::{now_ms, Db, RowText};
-use crate::jobs::truncate_error;
-use crate::store::Fence;
+use crate::infra::db::{now_ms, Db, RowText};
+use crate::infra::jobs::truncate_error;
+use crate::infra::store::Fence;
 
 /// Run a query on whichever pool `$db` holds.
 macro_rules! both {

@@ -26,17 +26,29 @@
 //! still be idempotent (R-INV-7): a replay may run after a handling whose outcome
 //! was lost.
 
+pub mod api;
 pub mod inbox;
 pub mod normalize;
 pub mod replay;
 pub mod verify;
 
+/// This capability's HTTP routes; the composition root merges them (`server::router`).
+pub fn routes() -> axum::Router<crate::runtime::http::AppState> {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/v1/callbacks", get(api::list))
+        .route(
+            "/v1/callbacks/{provider_or_id}",
+            get(api::show).post(api::receive),
+        )
+}
+
 pub use normalize::{JsonPointers, NormalizeError, Normalized, Normalizer};
 pub use replay::{replay_failed, ReplayFailedOptions, ReplayFailedReport, CALLBACK_REPLAY};
 pub use verify::{Secret, Verifier, VerifyError};
 
-use crate::jobs::{Engine, JobSubmit};
-use crate::store::{Fence, StoreError};
+use crate::infra::jobs::{Engine, JobSubmit};
+use crate::infra::store::{Fence, StoreError};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -168,10 +180,10 @@ impl From<StoreError> for CallbackFailure {
     }
 }
 
-impl<E: std::error::Error> From<crate::bus::BusError<E>> for CallbackFailure {
-    fn from(e: crate::bus::BusError<E>) -> Self {
+impl<E: std::error::Error> From<crate::runtime::bus::BusError<E>> for CallbackFailure {
+    fn from(e: crate::runtime::bus::BusError<E>) -> Self {
         match e {
-            crate::bus::BusError::Store(s) => s.into(),
+            crate::runtime::bus::BusError::Store(s) => s.into(),
             other => CallbackFailure::new(other.to_string()),
         }
     }
@@ -332,7 +344,7 @@ pub enum CallbackError {
     #[error("callback inbox database: {0}")]
     Database(#[from] sqlx::Error),
     #[error(transparent)]
-    Job(#[from] crate::jobs::JobError),
+    Job(#[from] crate::infra::jobs::JobError),
 }
 
 /// One HTTP delivery, as the API hands it over (names lower-case, values as sent).
@@ -464,7 +476,7 @@ async fn submit_replay(engine: &Engine, id: i64, provider: &str) -> Option<Strin
         replay::business_key(id),
         replay::payload(id, provider),
     )
-    .due_at_ms(crate::db::now_ms() + replay::FIRST_REPLAY_DELAY_MS);
+    .due_at_ms(crate::infra::db::now_ms() + replay::FIRST_REPLAY_DELAY_MS);
     match replay::submit_all(engine, &[job], false).await {
         Ok(mut codes) => codes.pop(),
         Err(e) => {

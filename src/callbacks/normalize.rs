@@ -87,7 +87,7 @@ impl Normalizer for JsonPointers {
         // Repeated keys refused (issue 14 F5): the signature covers the raw text, and
         // two readers must not see two different event ids in it.
         let body: Value =
-            crate::json::parse_unique(raw).map_err(|e| NormalizeError(e.to_string()))?;
+            crate::infra::json::parse_unique(raw).map_err(|e| NormalizeError(e.to_string()))?;
         let event_id = id_at(&body, &self.event_id, "event id", EVENT_ID_CHARS_MAX)?;
         let event_type = id_at(&body, &self.event_type, "event type", EVENT_TYPE_CHARS_MAX)?;
         let data = match &self.data {

@@ -16,10 +16,12 @@
 use super::{
     inbox, replayable, CallbackError, HandleStatus, Normalized, NormalizedCallback, Registry,
 };
-use crate::db::{now_ms, Db};
-use crate::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
-use crate::jobs::{Backoff, Engine, JobKind, JobSubmit};
-use crate::store::UnitOfWork;
+use crate::infra::db::{now_ms, Db};
+use crate::infra::jobs::cron::{CronError, CronSchedule, EngineSlot};
+use crate::infra::jobs::engine::WeakEngine;
+use crate::infra::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
+use crate::infra::jobs::{Backoff, Engine, JobKind, JobSubmit};
+use crate::infra::store::UnitOfWork;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
@@ -264,11 +266,71 @@ pub(super) async fn submit_all(
             ..Default::default()
         }])
         .await
-        .map_err(crate::jobs::JobError::from)?;
+        .map_err(crate::infra::jobs::JobError::from)?;
     if kick {
         engine.kick_soon(codes.clone());
     }
     Ok(codes)
+}
+
+// ---------------------------------------------------------------------------------
+// The cron schedule that finds failed callbacks which lost their replay job.
+
+/// The kind of the failed-callback replay scan's firings (seed 000: every 2 min).
+/// One round is one `callbacks::replay_failed`; a failed round is not retried — the
+/// next firing, two minutes later, is the retry — and two never run at once.
+pub static CALLBACK_REPLAY_SCAN: JobKind = JobKind {
+    lease_ms: 5 * 60 * 1_000,
+    max_retry_count: 1,
+    cap: Some(1),
+    parallelism: 1,
+    ..JobKind::new("callback_replay_scan", "CBRS")
+};
+pub const CALLBACK_REPLAY_SCAN_SCHEDULE: &str = "callback_replay_scan";
+/// Seed 000: "已验签失败回调重放每 2 分钟扫描".
+pub const CALLBACK_REPLAY_SCAN_EVERY: &str = "*/2 * * * *";
+
+/// The replay scan's cron schedule (the composition root registers it).
+pub fn replay_scan_schedule() -> Result<CronSchedule, CronError> {
+    CronSchedule::new(
+        CALLBACK_REPLAY_SCAN_SCHEDULE,
+        CALLBACK_REPLAY_SCAN_EVERY,
+        &CALLBACK_REPLAY_SCAN,
+    )
+}
+
+/// `callback_replay_scan`: submit replay jobs for failed callbacks that lost theirs.
+pub struct ReplayScanHandler {
+    engine: EngineSlot,
+}
+
+impl ReplayScanHandler {
+    pub fn new(engine: EngineSlot) -> Self {
+        ReplayScanHandler { engine }
+    }
+}
+
+#[async_trait]
+impl JobHandler for ReplayScanHandler {
+    async fn run(&self, _job: &ClaimedJob) -> Result<RoundReport, JobFailure> {
+        let engine = self
+            .engine
+            .get()
+            .and_then(WeakEngine::upgrade)
+            .ok_or_else(|| JobFailure::new("the job engine is shutting down"))?;
+        let report = replay_failed(&engine, ReplayFailedOptions::default())
+            .await
+            .map_err(|e| JobFailure::new(e.to_string()))?;
+        Ok(RoundReport {
+            summary: json!({
+                "interrupted": report.interrupted,
+                "submitted": report.submitted,
+                "more": report.more,
+            }),
+            // The replay jobs it submitted are their own jobs (level 3 is theirs).
+            business_done: !report.more,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -281,8 +343,8 @@ mod tests {
             .chain((1..=4).map(|retry| CALLBACK_REPLAY.backoff.delay_ms(retry)))
             .map(|ms| ms / 1_000)
             .collect();
-        assert_eq!(&gaps[..4], crate::jobs::BACKOFF_SECONDS_DEFAULT);
+        assert_eq!(&gaps[..4], crate::infra::jobs::BACKOFF_SECONDS_DEFAULT);
         assert_eq!(gaps, vec![10, 30, 60, 300, 300]);
-        assert!(crate::jobs::check_kinds([&CALLBACK_REPLAY]).is_ok());
+        assert!(crate::infra::jobs::check_kinds([&CALLBACK_REPLAY]).is_ok());
     }
 }

@@ -2,7 +2,7 @@
 //! drive the HTTP API as different callers (parsing, scope, role matrix).
 
 use super::TestDb;
-use factledger::auth::{KeyStore, Role};
+use factledger::infra::auth::{KeyStore, Role};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
@@ -13,7 +13,7 @@ pub struct RoleApp {
     pub operator: String,
     pub auditor: String,
     pub keys: KeyStore,
-    pub store: factledger::store::DynStore,
+    pub store: factledger::infra::store::DynStore,
     pub client: reqwest::Client,
     pub key_dir: tempfile::TempDir,
     task: tokio::task::JoinHandle<()>,

@@ -3,11 +3,11 @@
 #![allow(dead_code)]
 
 use crate::common::{meta, TestDb};
-use factledger::bill_order_status::OrderStatusManager;
-use factledger::bus::load;
-use factledger::projection::ProjectionDb;
-use factledger::store::DynStore;
-use factledger::unit::run_command;
+use factledger::bill::order_status::OrderStatusManager;
+use factledger::infra::db::Db;
+use factledger::infra::store::DynStore;
+use factledger::runtime::bus::load;
+use factledger::runtime::unit::run_command;
 use factledger_aggregates::bill::{
     LineStatusCode, OrderStatusCode, PaymentOrder, PaymentOrderCommand, PaymentResult,
     PaymentResultCommand,
@@ -18,12 +18,12 @@ pub const AT: &str = "2026-10-01T00:00:00Z";
 
 pub struct Env {
     pub db: TestDb,
-    pub proj: ProjectionDb,
+    pub proj: Db,
 }
 
 impl Env {
     pub async fn new(db: TestDb) -> Env {
-        let proj = db.database().await.projections;
+        let proj = db.database().await.db;
         Env { db, proj }
     }
 
@@ -38,14 +38,14 @@ impl Env {
     /// The bill projector, then the manager, then the projector again (it folds what
     /// the manager wrote).
     pub async fn settle(&self) {
-        factledger::bill_projection::catch_up(self.store(), &self.proj)
+        factledger::bill::projection::catch_up(self.store(), &self.proj)
             .await
             .expect("bill projector");
         self.manager()
             .catch_up()
             .await
             .expect("order status manager");
-        factledger::bill_projection::catch_up(self.store(), &self.proj)
+        factledger::bill::projection::catch_up(self.store(), &self.proj)
             .await
             .expect("bill projector");
     }
@@ -148,7 +148,7 @@ impl Env {
             .expect("result voided");
     }
 
-    pub async fn loaded(&self, order_id: i64) -> factledger::bus::Loaded<PaymentOrder> {
+    pub async fn loaded(&self, order_id: i64) -> factledger::runtime::bus::Loaded<PaymentOrder> {
         load::<PaymentOrder>(self.store(), &order_id.to_string())
             .await
             .expect("load order")

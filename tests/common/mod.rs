@@ -10,7 +10,7 @@ pub mod app;
 pub mod load;
 pub mod mariadb;
 
-use factledger::store::{self, DynStore};
+use factledger::infra::store::{self, DynStore};
 use sqlx::Connection;
 
 /// The integrity key file every store and every `factledger` child process of the
@@ -25,8 +25,8 @@ pub fn integrity_keys_path() -> std::path::PathBuf {
 }
 
 /// The chain key the test stores seal with (for tests that seal events by hand).
-pub fn chain_key() -> factledger::store::ChainKey {
-    let (ring, _) = factledger::store::Keyring::load_or_create(&integrity_keys_path())
+pub fn chain_key() -> factledger::infra::store::ChainKey {
+    let (ring, _) = factledger::infra::store::Keyring::load_or_create(&integrity_keys_path())
         .expect("test integrity key file");
     ring.active().clone()
 }
@@ -142,8 +142,8 @@ async fn drop_database(conn: &mut sqlx::MySqlConnection, name: &str) {
 }
 
 /// Metadata for commands sent by tests.
-pub fn meta() -> factledger::store::Metadata {
-    factledger::store::Metadata {
+pub fn meta() -> factledger::infra::store::Metadata {
+    factledger::infra::store::Metadata {
         correlation_id: "corr".into(),
         causation_id: None,
         command_id: None,
@@ -156,13 +156,13 @@ pub fn meta() -> factledger::store::Metadata {
 
 /// Send one wallet command (as JSON) through the bus; it must succeed.
 pub async fn run(
-    bus: &factledger::bus::CommandBus<factledger_aggregates::wallet::Wallet>,
+    bus: &factledger::runtime::bus::CommandBus<factledger_aggregates::wallet::Wallet>,
     id: &str,
     v: serde_json::Value,
 ) {
     let command: factledger_aggregates::wallet::WalletCommand =
         serde_json::from_value(v).expect("valid command");
-    bus.execute(factledger::bus::CommandEnvelope {
+    bus.execute(factledger::runtime::bus::CommandEnvelope {
         aggregate_id: id.to_owned(),
         command,
         metadata: meta(),
@@ -200,21 +200,21 @@ macro_rules! both_backends {
 
 impl TestDb {
     /// Another handle on the same database: the pools the service's parts use.
-    pub async fn database(&self) -> factledger::store::Database {
-        factledger::store::open(&self.url)
+    pub async fn database(&self) -> factledger::infra::store::Database {
+        factledger::infra::store::open(&self.url)
             .await
             .expect("open the test database again")
     }
 }
 
 /// One integer from a SQL query, on either backend.
-pub async fn scalar(db: &factledger::db::Db, sql: &str) -> i64 {
+pub async fn scalar(db: &factledger::infra::db::Db, sql: &str) -> i64 {
     match db {
-        factledger::db::Db::Mysql(p) => sqlx::query_scalar::<_, i64>(sql)
+        factledger::infra::db::Db::Mysql(p) => sqlx::query_scalar::<_, i64>(sql)
             .fetch_one(p)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}")),
-        factledger::db::Db::Sqlite(p) => sqlx::query_scalar::<_, i64>(sql)
+        factledger::infra::db::Db::Sqlite(p) => sqlx::query_scalar::<_, i64>(sql)
             .fetch_one(p)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}")),
@@ -222,14 +222,14 @@ pub async fn scalar(db: &factledger::db::Db, sql: &str) -> i64 {
 }
 
 /// Run a statement on either backend.
-pub async fn exec(db: &factledger::db::Db, sql: &str) -> u64 {
+pub async fn exec(db: &factledger::infra::db::Db, sql: &str) -> u64 {
     match db {
-        factledger::db::Db::Mysql(p) => sqlx::raw_sql(sql)
+        factledger::infra::db::Db::Mysql(p) => sqlx::raw_sql(sql)
             .execute(p)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
             .rows_affected(),
-        factledger::db::Db::Sqlite(p) => sqlx::raw_sql(sql)
+        factledger::infra::db::Db::Sqlite(p) => sqlx::raw_sql(sql)
             .execute(p)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
@@ -354,7 +354,9 @@ impl Server {
 /// the order); tracking id t-1 belongs to u-1, whom u-0 invited.
 pub async fn reference_data(db: &TestDb) {
     let m = meta();
-    factledger::unit::run_command::<factledger_aggregates::commission_rules::CommissionRuleSet>(
+    factledger::runtime::unit::run_command::<
+        factledger_aggregates::commission_rules::CommissionRuleSet,
+    >(
         &db.store,
         &m,
         "SHOPEE:ID",
@@ -368,7 +370,7 @@ pub async fn reference_data(db: &TestDb) {
     )
     .await
     .unwrap();
-    factledger::unit::run_command::<factledger_aggregates::affiliate_link::AffiliateLink>(
+    factledger::runtime::unit::run_command::<factledger_aggregates::affiliate_link::AffiliateLink>(
         &db.store,
         &m,
         "TRACKING_ID:t-1",
@@ -379,7 +381,7 @@ pub async fn reference_data(db: &TestDb) {
     )
     .await
     .unwrap();
-    factledger::unit::run_command::<factledger_aggregates::invite::InviteRelation>(
+    factledger::runtime::unit::run_command::<factledger_aggregates::invite::InviteRelation>(
         &db.store,
         &m,
         "u-1",

@@ -22,8 +22,10 @@
 
 use chrono::{DateTime, Datelike, Duration as Days, NaiveDate, Utc};
 use cqrs_es::DomainEvent;
-use factledger::bill_projection::{self, Account};
-use factledger::store::{DynStore, Metadata, SealedEvent, StreamAppend, UnitOfWork, GENESIS_HASH};
+use factledger::bill::projection::{self as bill_projection, Account};
+use factledger::infra::store::{
+    DynStore, Metadata, SealedEvent, StreamAppend, UnitOfWork, GENESIS_HASH,
+};
 use factledger_aggregates::bill::{
     AccountRouteCode, BillLockEvent, LineKindCode, LineStatusCode, OrderStatusCode,
     PartnerBillEvent, PaymentOrderEvent, PaymentResultEvent, PlannedAmount, RecordWayCode,
@@ -82,7 +84,7 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
     );
     let deadline = Instant::now() + Duration::from_secs(o.max_secs);
     let store = super::fresh_store(url).await?;
-    let db = factledger::store::open(url).await?;
+    let db = factledger::infra::store::open(url).await?;
 
     // 1. Seed.
     let t = Instant::now();
@@ -101,18 +103,17 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
     }
 
     // 2. Full catch-up from position 0, bounded by the deadline.
-    let status_before = server_status(&db.projections).await;
-    let sampler = tokio::spawn(sample_progress(db.projections.clone(), seeded));
+    let status_before = server_status(&db.db).await;
+    let sampler = tokio::spawn(sample_progress(db.db.clone(), seeded));
     super::reset_peak_rss();
     let rss_before_mb = super::rss_kb("VmRSS:") as f64 / 1024.0;
     let t = Instant::now();
     let left = deadline.saturating_duration_since(Instant::now());
-    let outcome =
-        tokio::time::timeout(left, bill_projection::catch_up(&store, &db.projections)).await;
+    let outcome = tokio::time::timeout(left, bill_projection::catch_up(&store, &db.db)).await;
     let secs = t.elapsed().as_secs_f64();
     let peak_mb = super::rss_kb("VmHWM:") as f64 / 1024.0;
     sampler.abort();
-    let status_after = server_status(&db.projections).await;
+    let status_after = server_status(&db.db).await;
     let complete = match outcome {
         Ok(r) => {
             let read = r.map_err(|e| anyhow::anyhow!("catch-up: {e}"))?;
@@ -121,7 +122,7 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
         }
         Err(_) => false,
     };
-    let applied = checkpoint(&db.projections).await? as u64;
+    let applied = checkpoint(&db.db).await? as u64;
     println!(
         "| catch-up | events applied | of seeded | seconds | events/s | station-months/s | RSS MiB before | peak RSS MiB |"
     );
@@ -135,7 +136,7 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
     print_status_delta(&status_before, &status_after, applied, seeded_sm);
 
     // The result: one row per station-month in each bill table, and the statuses.
-    let rows = table_counts(&db.projections).await?;
+    let rows = table_counts(&db.db).await?;
     println!("| table | rows | station-months seeded |");
     println!("|---|---|---|");
     for (t, n) in &rows {
@@ -148,7 +149,7 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
             }
         }
     }
-    print_distribution(&db.projections).await?;
+    print_distribution(&db.db).await?;
     if !complete {
         println!("full rebuild, live month and scoped refresh skipped: the catch-up did not reach the head");
         return Ok(());
@@ -156,7 +157,7 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
 
     // 3. The same log rebuilt in one transaction (opt-in: at full size it takes longer
     // than the catch-up, and a rebuild cut off rolls back for minutes).
-    if o.full_rebuild && !full_rebuild(&store, &db.projections, &rows, seeded_sm, deadline).await? {
+    if o.full_rebuild && !full_rebuild(&store, &db.db, &rows, seeded_sm, deadline).await? {
         println!("live month and scoped refresh skipped: the rebuild's rollback holds its locks");
         return Ok(());
     }
@@ -169,17 +170,14 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
             bulk_lag: i64::MAX,
             ..Default::default()
         };
-        let from = checkpoint(&db.projections).await?;
+        let from = checkpoint(&db.db).await?;
         let t = Instant::now();
         let left = deadline.saturating_duration_since(Instant::now());
-        let done = tokio::time::timeout(
-            left,
-            bill_projection::catch_up_with(&store, &db.projections, live),
-        )
-        .await
-        .is_ok();
+        let done = tokio::time::timeout(left, bill_projection::catch_up_with(&store, &db.db, live))
+            .await
+            .is_ok();
         let secs = t.elapsed().as_secs_f64();
-        let applied = checkpoint(&db.projections).await? - from;
+        let applied = checkpoint(&db.db).await? - from;
         println!("| live month | stations | events seeded | events applied | seconds | events/s |");
         println!("|---|---|---|---|---|---|");
         println!(
@@ -196,7 +194,7 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
 
     // 5. Scoped refresh of the 120-month account.
     if Instant::now() < deadline {
-        refresh_latency(&db.projections, o, deadline).await?;
+        refresh_latency(&db.db, o, deadline).await?;
     }
     Ok(())
 }
@@ -205,7 +203,7 @@ pub async fn bench(url: &str, o: &Options) -> anyhow::Result<()> {
 /// when the deadline cut it off.
 async fn full_rebuild(
     store: &DynStore,
-    db: &factledger::projection::ProjectionDb,
+    db: &factledger::infra::db::Db,
     rows: &[(&'static str, u64)],
     seeded_sm: u64,
     deadline: Instant,
@@ -1124,13 +1122,13 @@ async fn seed_account(seeder: &mut Seeder, ids: &mut Ids, months: u64) -> anyhow
 // ---------------------------------------------------------------------------------
 // Measuring.
 
-async fn checkpoint(db: &factledger::projection::ProjectionDb) -> anyhow::Result<i64> {
+async fn checkpoint(db: &factledger::infra::db::Db) -> anyhow::Result<i64> {
     Ok(db.checkpoint("bill", 1).await?)
 }
 
 /// Print the catch-up's rate every [`SAMPLE_SECS`]: a rate that falls as the log
 /// advances means later events cost more (work grows with history).
-async fn sample_progress(db: factledger::projection::ProjectionDb, total: u64) {
+async fn sample_progress(db: factledger::infra::db::Db, total: u64) {
     let mut last = (Instant::now(), 0i64);
     loop {
         tokio::time::sleep(Duration::from_secs(SAMPLE_SECS)).await;
@@ -1149,8 +1147,8 @@ async fn sample_progress(db: factledger::projection::ProjectionDb, total: u64) {
 
 /// Server-wide statement and row counters (MariaDB; other clients of the server add
 /// to them, so they are an upper bound).
-async fn server_status(db: &factledger::projection::ProjectionDb) -> BTreeMap<String, i64> {
-    let factledger::projection::ProjectionDb::Mysql(pool) = db else {
+async fn server_status(db: &factledger::infra::db::Db) -> BTreeMap<String, i64> {
+    let factledger::infra::db::Db::Mysql(pool) = db else {
         return BTreeMap::new();
     };
     let sql = "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_select', 'Com_delete', \
@@ -1194,10 +1192,8 @@ fn print_status_delta(
     );
 }
 
-async fn table_counts(
-    db: &factledger::projection::ProjectionDb,
-) -> anyhow::Result<Vec<(&'static str, u64)>> {
-    let factledger::projection::ProjectionDb::Mysql(pool) = db else {
+async fn table_counts(db: &factledger::infra::db::Db) -> anyhow::Result<Vec<(&'static str, u64)>> {
+    let factledger::infra::db::Db::Mysql(pool) = db else {
         anyhow::bail!("the bill bench runs on MariaDB/MySQL");
     };
     let mut out = Vec::new();
@@ -1216,8 +1212,8 @@ async fn table_counts(
     Ok(out)
 }
 
-async fn print_distribution(db: &factledger::projection::ProjectionDb) -> anyhow::Result<()> {
-    let factledger::projection::ProjectionDb::Mysql(pool) = db else {
+async fn print_distribution(db: &factledger::infra::db::Db) -> anyhow::Result<()> {
+    let factledger::infra::db::Db::Mysql(pool) = db else {
         return Ok(());
     };
     println!("| payment_status (fi_customer_bill) | rows |");
@@ -1258,7 +1254,7 @@ async fn print_distribution(db: &factledger::projection::ProjectionDb) -> anyhow
 /// `rebuild_account` of the 120-month account, `--refresh-runs` times (bounded by the
 /// deadline); also its two halves, resolving and recomputing, once each.
 async fn refresh_latency(
-    db: &factledger::projection::ProjectionDb,
+    db: &factledger::infra::db::Db,
     o: &Options,
     deadline: Instant,
 ) -> anyhow::Result<()> {

@@ -7,9 +7,9 @@
 
 use factledger::affiliate::ingest::{wallet_id, Ingestor};
 use factledger::affiliate::OrderIngestor;
-use factledger::bus::{load_many, Loaded};
-use factledger::store::{DynStore, GENESIS_HASH};
-use factledger::unit::{run_command, UnitBuilder};
+use factledger::infra::store::{DynStore, GENESIS_HASH};
+use factledger::runtime::bus::{load_many, Loaded};
+use factledger::runtime::unit::{run_command, UnitBuilder};
 use factledger_aggregates::affiliate::Platform;
 use factledger_aggregates::affiliate_link::AffiliateLink;
 use factledger_aggregates::affiliate_order::NormalisedOrder;
@@ -209,9 +209,9 @@ async fn seed(store: &DynStore, o: &Options) -> anyhow::Result<()> {
                 "user_id": user(i), "actor": "bench", "registered_at": "2026-01-01T00:00:00Z"}))?,
         )
         .map_err(
-            |e: factledger::unit::UnitError<factledger_aggregates::affiliate_link::LinkError>| {
-                anyhow::anyhow!("link {i}: {e}")
-            },
+            |e: factledger::runtime::unit::UnitError<
+                factledger_aggregates::affiliate_link::LinkError,
+            >| { anyhow::anyhow!("link {i}: {e}") },
         )?;
         unit.decide::<InviteRelation, _>(
             &mut fresh(),
@@ -221,9 +221,9 @@ async fn seed(store: &DynStore, o: &Options) -> anyhow::Result<()> {
                 "set_at": "2026-01-01T00:00:00Z"}))?,
         )
         .map_err(
-            |e: factledger::unit::UnitError<factledger_aggregates::invite::InviteError>| {
-                anyhow::anyhow!("invite {i}: {e}")
-            },
+            |e: factledger::runtime::unit::UnitError<
+                factledger_aggregates::invite::InviteError,
+            >| { anyhow::anyhow!("invite {i}: {e}") },
         )?;
         units.push(unit.finish().0);
         if units.len() >= SEED_UNITS {
@@ -243,7 +243,7 @@ async fn verify(store: &DynStore, done: u64, users: u64) -> anyhow::Result<u64> 
     let mut after = 0;
     loop {
         let page = store
-            .read_all(after, factledger::store::READ_LIMIT_MAX)
+            .read_all(after, factledger::infra::store::READ_LIMIT_MAX)
             .await?;
         let Some(last) = page.last() else { break };
         after = last.global_position;

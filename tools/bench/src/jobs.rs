@@ -5,11 +5,11 @@
 //! bus, as worker tasks of one process share theirs).
 
 use async_trait::async_trait;
-use factledger::bus::{CommandBus, CommandEnvelope};
-use factledger::jobs::{
+use factledger::infra::jobs::{
     ClaimedJob, Engine, EngineConfig, JobFailure, JobHandler, JobKind, JobSubmit, RoundReport,
 };
-use factledger::store::UnitOfWork;
+use factledger::infra::store::UnitOfWork;
+use factledger::runtime::bus::{CommandBus, CommandEnvelope};
 use factledger_aggregates::wallet::{MoveFunds, OpenWallet, Wallet, WalletCommand};
 use factledger_aggregates::{AmountMinor, BoundedId, Currency};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,7 +88,7 @@ pub async fn bench(url: &str, jobs: u64, workers: usize, name: &str) -> anyhow::
         other => anyhow::bail!("unknown handler {other:?}: use noop or fenced"),
     };
     let seeding = Instant::now();
-    let now = factledger::db::now_ms();
+    let now = factledger::infra::db::now_ms();
     let mut rows = Vec::with_capacity(SEED_BATCH);
     for i in 0..jobs {
         rows.push(
@@ -109,10 +109,10 @@ pub async fn bench(url: &str, jobs: u64, workers: usize, name: &str) -> anyhow::
     );
     let mut engines = Vec::new();
     for w in 0..workers {
-        let db = factledger::store::open(url).await?;
+        let db = factledger::infra::store::open(url).await?;
         let mut config = EngineConfig::new(format!("bench-worker-{w}"));
         config.skip_locked = factledger::server::supports_skip_locked(&db.db).await;
-        config.auto_target = factledger::jobs::engine::AUTO_TARGET_MAX;
+        config.auto_target = factledger::infra::jobs::engine::AUTO_TARGET_MAX;
         engines.push(Engine::new(
             db.db,
             db.store,
@@ -132,7 +132,7 @@ pub async fn bench(url: &str, jobs: u64, workers: usize, name: &str) -> anyhow::
                 let r = e
                     .scan(
                         BENCH.name,
-                        Some(factledger::jobs::engine::MAX_TASK_COUNT_MAX),
+                        Some(factledger::infra::jobs::engine::MAX_TASK_COUNT_MAX),
                     )
                     .await?;
                 scans += 1;
@@ -149,14 +149,14 @@ pub async fn bench(url: &str, jobs: u64, workers: usize, name: &str) -> anyhow::
     }
     let secs = started.elapsed().as_secs_f64();
     let finished = done.load(Ordering::Relaxed);
-    let check = factledger::store::open(url).await?;
+    let check = factledger::infra::store::open(url).await?;
     let succeeded = match &check.db {
-        factledger::db::Db::Mysql(p) => {
+        factledger::infra::db::Db::Mysql(p) => {
             sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM jobs WHERE status = 2")
                 .fetch_one(p)
                 .await?
         }
-        factledger::db::Db::Sqlite(p) => {
+        factledger::infra::db::Db::Sqlite(p) => {
             sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM jobs WHERE status = 2")
                 .fetch_one(p)
                 .await?

@@ -11,8 +11,8 @@ mod jobs;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use factledger::bus::{BusError, CommandBus, CommandEnvelope};
-use factledger::store::{self, DynStore, Metadata};
+use factledger::infra::store::{self, DynStore, Metadata};
+use factledger::runtime::bus::{BusError, CommandBus, CommandEnvelope};
 use factledger_aggregates::wallet::{MoveFunds, OpenWallet, Wallet, WalletCommand};
 use factledger_aggregates::{AmountMinor, BoundedId, Currency};
 use sqlx::Connection;
@@ -60,7 +60,7 @@ enum Cmd {
         #[arg(long, default_value_t = 100)]
         per_wallet: u64,
         /// Events per shadow-table transaction.
-        #[arg(long, default_value_t = factledger::rebuild::FLUSH_EVENTS_DEFAULT)]
+        #[arg(long, default_value_t = factledger::runtime::rebuild::FLUSH_EVENTS_DEFAULT)]
         batch_events: usize,
     },
     /// Orders ingested per second in pages of 100 (issue 5, item 8): every order
@@ -237,7 +237,7 @@ async fn rebuild_bench(
     per_wallet: u64,
     batch_events: usize,
 ) -> anyhow::Result<()> {
-    use factledger::rebuild::{self, RebuildOptions, Scope};
+    use factledger::runtime::rebuild::{self, RebuildOptions, Scope};
     let counts = counts
         .split(',')
         .map(|c| c.trim().parse::<u64>())
@@ -257,13 +257,12 @@ async fn rebuild_bench(
         reset_peak_rss();
         let rss_before_mb = rss_kb("VmRSS:") as f64 / 1024.0;
         let t = Instant::now();
-        let started =
-            rebuild::begin(&db.store, &db.projections, "wallet", Scope::Full, "bench").await?;
+        let started = rebuild::begin(&db.store, &db.db, "wallet", Scope::Full, "bench").await?;
         let options = RebuildOptions {
             flush_events: batch_events,
             pause_between_batches: None,
         };
-        let status = rebuild::run(&db.store, &db.projections, &started, &options, &|_| {}).await?;
+        let status = rebuild::run(&db.store, &db.db, &started, &options, &|_| {}).await?;
         let secs = t.elapsed().as_secs_f64();
         anyhow::ensure!(
             status.events_applied as u64 == seeded,
@@ -273,10 +272,10 @@ async fn rebuild_bench(
         let rss_mb = rss_kb("VmHWM:") as f64 / 1024.0;
         // Reconciliation of the same log against the rows just rebuilt.
         let t = Instant::now();
-        let report = factledger::reconcile::reconcile(
+        let report = factledger::runtime::reconcile::reconcile(
             &db.store,
-            &db.projections,
-            factledger::reconcile::ReconcileOptions::default(),
+            &db.db,
+            factledger::runtime::reconcile::ReconcileOptions::default(),
         )
         .await?;
         let reconcile_s = t.elapsed().as_secs_f64();
@@ -300,7 +299,9 @@ async fn rebuild_bench(
 /// the aggregate and sealed as the bus seals them, appended in large units.
 async fn seed(store: &DynStore, have: u64, target: u64, per_wallet: u64) -> anyhow::Result<u64> {
     use cqrs_es::{Aggregate, DomainEvent};
-    use factledger::store::{LedgerRefRow, SealedEvent, StreamAppend, UnitOfWork, GENESIS_HASH};
+    use factledger::infra::store::{
+        LedgerRefRow, SealedEvent, StreamAppend, UnitOfWork, GENESIS_HASH,
+    };
     use factledger_aggregates::decide::Decide;
     const EVENTS_PER_APPEND: u64 = 5_000;
     let per_wallet = per_wallet.max(2);

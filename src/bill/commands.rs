@@ -1,0 +1,198 @@
+//! Bill writes that span streams (issue 14 item 4): the command is decided on its own
+//! stream and, in the same unit, what makes it safe for the projection is checked or
+//! claimed, so **no accepted command can stop the bill projector or corrupt another
+//! stream's rows**:
+//!
+//! | write                 | checked (read)                                  | claimed (see `bill::claim`)                 |
+//! |-----------------------|-------------------------------------------------|---------------------------------------------|
+//! | small bill            | —                                               | `SMALL_BILL:<bill_id>` (F2)                 |
+//! | diff                  | the linked partner bill: recorded, same month (F13) | `DIFF:<diff_id>`; `PARTNER_BILL_LINK:<id>` of the new link, the old one released (F12) |
+//! | payment-order line    | —                                               | `LINE:<line_id>`                            |
+//! | lock reservation      | the order and line it holds, current publication (F14) | `LOCK:<lock_id>`                     |
+//!
+//! Each is a `run_unit`: the holder's stream first (the business root), then the claim
+//! streams in id order. A concurrent unit that took the same id makes this one's
+//! append conflict; it is then decided again and refused with the claim's code. The
+//! checked reads need no write: a partner bill's month and existence never change
+//! once recorded, and a lock names one publication of its line, checked as it is when
+//! the lock is decided. Claims are made only when the holder's stream records
+//! something new; a replay writes nothing and claims nothing.
+//!
+//! These are the only bill writes the API makes for these commands. Tests and tools
+//! that write straight to a stream (`run_command`) bypass them and must keep ids
+//! unique themselves.
+
+use crate::infra::store::{DynStore, Metadata};
+use crate::runtime::unit::{run_unit, UnitBuilder, UnitError, UnitOutcome};
+use chrono::{DateTime, Utc};
+use factledger_aggregates::bill::lock::check_hold;
+use factledger_aggregates::bill::{
+    station_month_stream_id, AddLine, BillError, BillIdClaim, BillLockCommand, BillLocks,
+    ClaimCommand, ClaimKind, PartnerBill, PaymentOrder, PaymentOrderCommand, RecordDiff,
+    RecordSmallBill, ReserveLock, StationMonth, StationMonthCommand,
+};
+
+/// What a bill unit returns: nothing beyond its events.
+pub type BillOutcome = Result<UnitOutcome<()>, UnitError<BillError>>;
+
+/// Claim `kind:id` for `holder` in the unit (nothing when it already holds it).
+async fn claim(
+    unit: &mut UnitBuilder,
+    kind: ClaimKind,
+    id: i64,
+    holder: &str,
+    at: DateTime<Utc>,
+) -> Result<(), UnitError<BillError>> {
+    let holder = holder.to_owned();
+    let cmd = ClaimCommand::Claim {
+        kind,
+        id,
+        holder,
+        at,
+    };
+    decide_claim(unit, kind, id, cmd).await
+}
+
+/// Give `kind:id` back if `holder` holds it.
+async fn release(
+    unit: &mut UnitBuilder,
+    kind: ClaimKind,
+    id: i64,
+    holder: &str,
+    at: DateTime<Utc>,
+) -> Result<(), UnitError<BillError>> {
+    let holder = holder.to_owned();
+    let cmd = ClaimCommand::Release {
+        kind,
+        id,
+        holder,
+        at,
+    };
+    decide_claim(unit, kind, id, cmd).await
+}
+
+/// Decide `cmd` on the claim stream of `kind:id` in the unit.
+async fn decide_claim(
+    unit: &mut UnitBuilder,
+    kind: ClaimKind,
+    id: i64,
+    cmd: ClaimCommand,
+) -> Result<(), UnitError<BillError>> {
+    let stream = kind.stream_id(id);
+    let mut claimed = unit.load::<BillIdClaim, BillError>(&stream).await?;
+    unit.decide::<BillIdClaim, BillError>(&mut claimed, &stream, cmd)?;
+    Ok(())
+}
+
+/// `POST /v1/bills/small-bills`: the station-month's small bill, and its bill id
+/// claimed (F2: one bill id, one station-month).
+#[tracing::instrument(skip_all, fields(station_id = %cmd.station_id, month = %cmd.month, bill_id = %cmd.bill_id))]
+pub async fn record_small_bill(
+    store: &DynStore,
+    metadata: &Metadata,
+    cmd: RecordSmallBill,
+) -> BillOutcome {
+    let stream = station_month_stream_id(cmd.station_id, &cmd.month);
+    run_unit(store, metadata, |mut unit| {
+        let (cmd, stream) = (cmd.clone(), stream.clone());
+        async move {
+            let (bill_id, at) = (cmd.bill_id.get(), cmd.recorded_at);
+            let mut sm = unit.load::<StationMonth, BillError>(&stream).await?;
+            let cmd = StationMonthCommand::RecordSmallBill(cmd);
+            let events = unit.decide::<StationMonth, BillError>(&mut sm, &stream, cmd)?;
+            if !events.is_empty() {
+                claim(&mut unit, ClaimKind::SmallBill, bill_id, &stream, at).await?;
+            }
+            Ok(((), unit))
+        }
+    })
+    .await
+}
+
+/// `POST /v1/bills/diffs`: the station-month's diff with its diff id claimed; a new
+/// partner bill link checked (F13) and claimed (F12), the link it replaces released.
+#[tracing::instrument(skip_all, fields(station_id = %cmd.station_id, month = %cmd.month, diff_id = %cmd.diff_id))]
+pub async fn record_diff(store: &DynStore, metadata: &Metadata, cmd: RecordDiff) -> BillOutcome {
+    let stream = station_month_stream_id(cmd.station_id, &cmd.month);
+    run_unit(store, metadata, |mut unit| {
+        let (cmd, stream) = (cmd.clone(), stream.clone());
+        async move {
+            let (at, month) = (cmd.recorded_at, cmd.month.clone());
+            let diff_id = cmd.diff_id.get();
+            let linked = cmd.partner_bill_id.map(|p| p.get());
+            let mut sm = unit.load::<StationMonth, BillError>(&stream).await?;
+            let before = sm.state.diff.as_ref().and_then(|d| d.partner_bill_id);
+            let cmd = StationMonthCommand::RecordDiff(cmd);
+            let events = unit.decide::<StationMonth, BillError>(&mut sm, &stream, cmd)?;
+            if events.is_empty() {
+                return Ok(((), unit));
+            }
+            if let Some(p) = linked.filter(|p| Some(*p) != before) {
+                let bill = unit.load::<PartnerBill, BillError>(&p.to_string()).await?;
+                bill.state
+                    .linkable_by(p, &month)
+                    .map_err(UnitError::Refused)?;
+            }
+            claim(&mut unit, ClaimKind::Diff, diff_id, &stream, at).await?;
+            // Claim and release in id order: every unit takes claim streams alike.
+            let mut moves: Vec<(i64, bool)> = linked.map(|p| (p, true)).into_iter().collect();
+            moves.extend(before.filter(|b| Some(*b) != linked).map(|b| (b, false)));
+            moves.sort_unstable();
+            for (p, take) in moves {
+                if take {
+                    claim(&mut unit, ClaimKind::PartnerBillLink, p, &stream, at).await?;
+                } else {
+                    release(&mut unit, ClaimKind::PartnerBillLink, p, &stream, at).await?;
+                }
+            }
+            Ok(((), unit))
+        }
+    })
+    .await
+}
+
+/// `POST /v1/payment-orders/{order_id}/lines`: the line, and its id claimed for the
+/// order (`bill_fact_lines` is keyed by line id alone).
+#[tracing::instrument(skip_all, fields(order_id = %cmd.order_id, line_id = %cmd.line_id))]
+pub async fn add_line(store: &DynStore, metadata: &Metadata, cmd: AddLine) -> BillOutcome {
+    let stream = cmd.order_id.to_string();
+    run_unit(store, metadata, |mut unit| {
+        let (cmd, stream) = (cmd.clone(), stream.clone());
+        async move {
+            let (line_id, at) = (cmd.line_id.get(), cmd.at);
+            let mut order = unit.load::<PaymentOrder, BillError>(&stream).await?;
+            let cmd = PaymentOrderCommand::AddLine(cmd);
+            let events = unit.decide::<PaymentOrder, BillError>(&mut order, &stream, cmd)?;
+            if !events.is_empty() {
+                claim(&mut unit, ClaimKind::Line, line_id, &stream, at).await?;
+            }
+            Ok(((), unit))
+        }
+    })
+    .await
+}
+
+/// `POST /v1/bills/locks`: a reservation of a real line's current publication (F14),
+/// its lock id claimed for the station-month (`bill_fact_locks` is keyed by lock id).
+#[tracing::instrument(skip_all, fields(station_id = %cmd.station_id, month = %cmd.month, lock_id = %cmd.lock_id))]
+pub async fn reserve_lock(store: &DynStore, metadata: &Metadata, cmd: ReserveLock) -> BillOutcome {
+    let stream = station_month_stream_id(cmd.station_id, &cmd.month);
+    run_unit(store, metadata, |mut unit| {
+        let (cmd, stream) = (cmd.clone(), stream.clone());
+        async move {
+            let (lock_id, at) = (cmd.lock_id.get(), cmd.at);
+            let order = unit
+                .load::<PaymentOrder, BillError>(&cmd.order_id.to_string())
+                .await?;
+            check_hold(&cmd, &order.state).map_err(UnitError::Refused)?;
+            let mut locks = unit.load::<BillLocks, BillError>(&stream).await?;
+            let cmd = BillLockCommand::ReserveLock(cmd);
+            let events = unit.decide::<BillLocks, BillError>(&mut locks, &stream, cmd)?;
+            if !events.is_empty() {
+                claim(&mut unit, ClaimKind::Lock, lock_id, &stream, at).await?;
+            }
+            Ok(((), unit))
+        }
+    })
+    .await
+}

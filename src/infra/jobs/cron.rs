@@ -1,0 +1,1077 @@
+//! Cron on the job engine (issue 4 item 5; SPEC R-JOB-9).
+//!
+//! A [`CronSchedule`] names a cron expression (UTC, parsed by `croner`: the standard
+//! five fields, or six with seconds first) and the job kind each firing submits. The
+//! [`Scheduler`] fires them as a **singleton**: one lease row per deployment
+//! (`cron_leases`, name `scheduler`) is taken by compare-and-set once it has expired
+//! and renewed by its holder; only the holder fires. Each **firing is recorded once**:
+//! a row of `cron_firings` whose primary key is `(schedule, fire_at_ms)`, written in
+//! ONE transaction with the job it submits (a plain job, business key
+//! `cron:<schedule>:<fire_at_ms>`) and the schedule's cursor, after checking — under a
+//! row lock held to commit — that the lease is still this holder's. So a firing never
+//! exists without its job or the other way round, a second record of the same firing
+//! is refused by the key whoever tries it, and a holder that lost its lease (paused,
+//! partitioned) records nothing. The job then runs on the ordinary engine (claims,
+//! fencing, retries) on whichever server claims it.
+//!
+//! **Catch-up.** The cursor (`cron_schedules.cursor_ms`, the last fire time handled)
+//! is committed with every firing, so a process that takes the lease over after the
+//! holder died resumes exactly there and fires every firing missed meanwhile, each
+//! once — at most the newest [`CATCH_UP_FIRINGS_MAX`] of them, from at most
+//! [`CATCH_UP_WINDOW_MS`] back; older ones are skipped, counted in
+//! `skipped_firings` and logged (every built-in schedule runs a scan that takes all
+//! that is due, so the newest firing covers the ones before it). A schedule seen for
+//! the first time starts at that moment: nothing fires retroactively.
+
+use super::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport, WeakEngine};
+use super::{Engine, JobError, JobKind, JobStatus, JobSubmit};
+use crate::infra::db::{now_ms, Db, RowText};
+use crate::infra::store::StoreError;
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::{json, Value};
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, OnceLock};
+
+/// The one lease row of the scheduler.
+pub const LEASE_NAME: &str = "scheduler";
+/// How long a holder keeps the lease without renewing it. A dead holder's firings wait
+/// at most this long (plus one poll, a third of it) before another process takes over
+/// and catches them up; short enough for every-minute schedules to slip by seconds
+/// only, long enough that a busy database or a GC-like stall does not flap the lease.
+pub const LEASE_MS_DEFAULT: i64 = 15_000;
+/// Below this a lease would be renewed more often than a database round trip is
+/// reliably fast.
+pub const LEASE_MS_MIN: i64 = 300;
+/// Missed firings one schedule catches up at most (the newest ones). 100 covers a
+/// takeover of any every-second schedule and 100 minutes of an every-minute one; older
+/// missed firings of a scan add nothing the newest one does not do.
+pub const CATCH_UP_FIRINGS_MAX: usize = 100;
+/// Missed fire times older than this are not even enumerated (an every-second
+/// schedule after a month down would otherwise walk 2.6 million times).
+pub const CATCH_UP_WINDOW_MS: i64 = 24 * 60 * 60 * 1_000;
+/// Firings are kept this long for audit and `GET /v1/cron`, then pruned.
+pub const FIRINGS_KEPT_MS: i64 = 30 * 24 * 60 * 60 * 1_000;
+/// How often the holder prunes old firings.
+const PRUNE_EVERY_MS: i64 = 60 * 60 * 1_000;
+/// Firings of each schedule shown by `GET /v1/cron`.
+pub const LAST_FIRINGS_SHOWN: i64 = 5;
+/// `[a-z0-9_]`, like job kind names (the name is part of business keys).
+pub const SCHEDULE_NAME_CHARS_MAX: usize = 64;
+/// Longest expression accepted (the `expression` column).
+pub const EXPRESSION_CHARS_MAX: usize = 255;
+/// The scheduler never sleeps less than this between ticks (a clock that steps
+/// backwards must not make it spin).
+const SLEEP_MS_MIN: u64 = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CronError {
+    #[error("cron schedule {schedule:?}: expression {expression:?} is invalid: {reason}")]
+    Expression {
+        schedule: String,
+        expression: String,
+        reason: String,
+    },
+    #[error("cron configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Job(#[from] JobError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cron database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Builds the payload of a firing's job from the schedule name and the fire time.
+pub type PayloadFn = fn(schedule: &str, fire_at_ms: i64) -> Value;
+
+/// The default payload: which firing this is.
+pub fn firing_payload(schedule: &str, fire_at_ms: i64) -> Value {
+    json!({"schedule": schedule, "fire_at_ms": fire_at_ms})
+}
+
+/// A parsed cron expression (UTC).
+#[derive(Clone)]
+pub struct CronExpr {
+    text: String,
+    cron: croner::Cron,
+}
+
+impl std::fmt::Debug for CronExpr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CronExpr").field(&self.text).finish()
+    }
+}
+
+impl CronExpr {
+    /// Five fields (minute hour day-of-month month day-of-week, POSIX/Vixie
+    /// semantics) or six with seconds first; `@hourly` and friends.
+    pub fn parse(expression: &str) -> Result<CronExpr, String> {
+        let text = expression.trim();
+        if text.is_empty() || text.chars().count() > EXPRESSION_CHARS_MAX {
+            return Err(format!("must be 1 to {EXPRESSION_CHARS_MAX} characters"));
+        }
+        let cron = croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .year(croner::parser::Year::Disallowed)
+            .build()
+            .parse(text)
+            .map_err(|e| e.to_string())?;
+        Ok(CronExpr {
+            text: text.to_owned(),
+            cron,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The first fire time strictly after `after_ms` (epoch ms, UTC), if any.
+    pub fn next_after(&self, after_ms: i64) -> Option<i64> {
+        let after: DateTime<Utc> = Utc.timestamp_millis_opt(after_ms).single()?;
+        self.cron
+            .find_next_occurrence(&after, false)
+            .ok()
+            .map(|t| t.timestamp_millis())
+            // Sub-second parts of `after` must never make a time come back.
+            .filter(|&t| t > after_ms)
+    }
+}
+
+/// A cron schedule: when it fires and what each firing submits.
+#[derive(Clone)]
+pub struct CronSchedule {
+    pub name: String,
+    pub expr: CronExpr,
+    /// Each firing submits one plain job of this kind (it must be registered in the
+    /// engine).
+    pub kind: &'static JobKind,
+    pub payload: PayloadFn,
+}
+
+impl std::fmt::Debug for CronSchedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CronSchedule")
+            .field("name", &self.name)
+            .field("expression", &self.expr.as_str())
+            .field("kind", &self.kind.name)
+            .finish()
+    }
+}
+
+/// Which fire times a tick handles.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Due {
+    /// To fire, oldest first (at most [`CATCH_UP_FIRINGS_MAX`]).
+    pub fire_at: Vec<i64>,
+    /// Missed fire times not fired (beyond the catch-up bounds), with the last of
+    /// them: the cursor moves past them. Times before the window are not counted.
+    pub skipped: u64,
+    pub skipped_up_to: Option<i64>,
+}
+
+impl CronSchedule {
+    /// A schedule; a bad name or expression is an error naming the schedule.
+    pub fn new(
+        name: impl Into<String>,
+        expression: &str,
+        kind: &'static JobKind,
+    ) -> Result<CronSchedule, CronError> {
+        let name = name.into();
+        let name_ok = !name.is_empty()
+            && name.len() <= SCHEDULE_NAME_CHARS_MAX
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !name_ok {
+            return Err(CronError::Config(format!(
+                "cron schedule {name:?}: names are [a-z0-9_]{{1,{SCHEDULE_NAME_CHARS_MAX}}}"
+            )));
+        }
+        let expr = CronExpr::parse(expression).map_err(|reason| CronError::Expression {
+            schedule: name.clone(),
+            expression: expression.to_owned(),
+            reason,
+        })?;
+        Ok(CronSchedule {
+            name,
+            expr,
+            kind,
+            payload: firing_payload,
+        })
+    }
+
+    pub fn with_payload(mut self, payload: PayloadFn) -> Self {
+        self.payload = payload;
+        self
+    }
+
+    /// The business key of a firing's job: unique per schedule and fire time.
+    pub fn business_key(&self, fire_at_ms: i64) -> String {
+        format!("cron:{}:{fire_at_ms}", self.name)
+    }
+
+    /// The plain job a firing submits, due at once (a caught-up firing runs now).
+    pub fn job(&self, fire_at_ms: i64) -> JobSubmit {
+        JobSubmit::plain(
+            self.kind,
+            self.business_key(fire_at_ms),
+            (self.payload)(&self.name, fire_at_ms),
+        )
+    }
+
+    /// The fire times in `(cursor_ms, now_ms]`: the newest [`CATCH_UP_FIRINGS_MAX`],
+    /// looked for no further back than [`CATCH_UP_WINDOW_MS`].
+    pub fn due(&self, cursor_ms: i64, now_ms: i64) -> Due {
+        let mut due = Due::default();
+        let window_start = now_ms.saturating_sub(CATCH_UP_WINDOW_MS);
+        let mut after = cursor_ms;
+        if after < window_start {
+            after = window_start;
+            due.skipped_up_to = Some(window_start);
+        }
+        let mut kept: VecDeque<i64> = VecDeque::new();
+        while let Some(t) = self.expr.next_after(after).filter(|&t| t <= now_ms) {
+            if kept.len() == CATCH_UP_FIRINGS_MAX {
+                if let Some(old) = kept.pop_front() {
+                    due.skipped += 1;
+                    due.skipped_up_to = Some(old);
+                }
+            }
+            kept.push_back(t);
+            after = t;
+        }
+        due.fire_at = kept.into();
+        due
+    }
+}
+
+/// The holder's claim on the lease: its fencing token is the epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseToken {
+    pub owner: String,
+    pub epoch: i64,
+}
+
+/// What recording one firing did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FireOutcome {
+    /// Recorded with its job.
+    Recorded { job_code: String },
+    /// Already recorded (by anyone): nothing written.
+    Duplicate,
+    /// The lease is not this token's any more: nothing written.
+    LeaseLost,
+}
+
+/// Scheduler settings.
+#[derive(Debug, Clone)]
+pub struct CronConfig {
+    /// This process's lease owner id (the engine's owner id).
+    pub owner: String,
+    pub lease_ms: i64,
+}
+
+impl CronConfig {
+    pub fn new(owner: impl Into<String>) -> Self {
+        CronConfig {
+            owner: owner.into(),
+            lease_ms: LEASE_MS_DEFAULT,
+        }
+    }
+}
+
+/// What one tick did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TickReport {
+    /// This process held the lease for the tick.
+    pub holder: bool,
+    /// The lease was taken (not renewed) in this tick.
+    pub took_over: bool,
+    /// `(schedule, fire_at_ms)` recorded by this tick.
+    pub fired: Vec<(String, i64)>,
+    /// Firings found already recorded.
+    pub duplicates: u32,
+    pub skipped: u64,
+    /// The lease was lost during the tick (the rest was not fired).
+    pub lost: bool,
+}
+
+struct Inner {
+    db: Db,
+    engine: Engine,
+    schedules: Vec<CronSchedule>,
+    config: CronConfig,
+    /// Schedules whose row this process has written (expression, kind).
+    ensured: std::sync::Mutex<HashSet<String>>,
+    last_prune_ms: std::sync::atomic::AtomicI64,
+}
+
+/// The cron scheduler of this process. Cheap to clone.
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+/// The scheduler's background task; dropping it stops it (the lease then expires and
+/// another process takes over).
+pub struct Running {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Run a block on a transaction of whichever backend `$db` is, with `$lock` the
+/// row-lock suffix of a SELECT (`FOR UPDATE` on MariaDB; SQLite's `BEGIN IMMEDIATE`
+/// already locks the database). The block evaluates to `Result<(T, bool), _>`:
+/// commit when the bool is true, else roll back.
+macro_rules! in_tx {
+    ($db:expr, |$tx:ident, $lock:ident| $body:expr) => {
+        match $db {
+            Db::Mysql(p) => {
+                let mut $tx = p.begin().await?;
+                let $lock = " FOR UPDATE";
+                let (out, commit) = $body;
+                if commit {
+                    $tx.commit().await?;
+                } else {
+                    $tx.rollback().await?;
+                }
+                out
+            }
+            Db::Sqlite(p) => {
+                let mut $tx = p.begin_with("BEGIN IMMEDIATE").await?;
+                let $lock = "";
+                let (out, commit) = $body;
+                if commit {
+                    $tx.commit().await?;
+                } else {
+                    $tx.rollback().await?;
+                }
+                out
+            }
+        }
+    };
+}
+
+/// `(owner, epoch, lease_until_ms)` of the lease row, locked to commit.
+macro_rules! read_lease {
+    ($tx:ident, $lock:ident) => {{
+        use sqlx::Row;
+        let sql = format!(
+            "SELECT owner, epoch, lease_until_ms FROM cron_leases WHERE name = ?{}",
+            $lock
+        );
+        let row = sqlx::query(&sql)
+            .bind(LEASE_NAME)
+            .fetch_one(&mut *$tx)
+            .await?;
+        let owner: Option<String> = row.opt_text(0)?;
+        let epoch: i64 = row.try_get(1)?;
+        let until: i64 = row.try_get(2)?;
+        (owner, epoch, until)
+    }};
+}
+
+/// Renew the lease for `lease_ms` from `now` (the caller checked it is ours).
+macro_rules! renew_lease {
+    ($tx:ident, $now:expr, $lease_ms:expr) => {{
+        sqlx::query("UPDATE cron_leases SET lease_until_ms = ?, renewed_at_ms = ? WHERE name = ?")
+            .bind($now + $lease_ms)
+            .bind($now)
+            .bind(LEASE_NAME)
+            .execute(&mut *$tx)
+            .await?;
+    }};
+}
+
+/// Execute one statement on whichever backend `$db` is; rows changed.
+macro_rules! exec {
+    ($db:expr, $sql:expr $(, $v:expr)*) => {
+        match $db {
+            Db::Mysql(p) => sqlx::query($sql)$(.bind($v))*.execute(p).await.map(|r| r.rows_affected()),
+            Db::Sqlite(p) => sqlx::query($sql)$(.bind($v))*.execute(p).await.map(|r| r.rows_affected()),
+        }
+    };
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+/// Record one firing with its job and the schedule's cursor, in one transaction, if
+/// `lease` is still the live lease at `now_ms` (checked under a row lock held to
+/// commit, and renewed). A firing already recorded is left as it is.
+pub async fn record_firing(
+    db: &Db,
+    lease: &LeaseToken,
+    lease_ms: i64,
+    schedule: &CronSchedule,
+    fire_at_ms: i64,
+    now_ms: i64,
+) -> Result<FireOutcome, CronError> {
+    let row = schedule.job(fire_at_ms).row(now_ms)?;
+    let code = row.code.clone();
+    let outcome = in_tx!(db, |tx, lock| {
+        let (owner, epoch, until) = read_lease!(tx, lock);
+        if owner.as_deref() != Some(lease.owner.as_str()) || epoch != lease.epoch || until <= now_ms
+        {
+            (FireOutcome::LeaseLost, false)
+        } else {
+            renew_lease!(tx, now_ms, lease_ms);
+            let inserted = sqlx::query(
+                "INSERT INTO cron_firings (schedule, fire_at_ms, job_code, owner, lease_epoch, \
+                 recorded_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(&schedule.name)
+            .bind(fire_at_ms)
+            .bind(&code)
+            .bind(&lease.owner)
+            .bind(lease.epoch)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await;
+            match inserted {
+                Err(e) if is_unique_violation(&e) => (FireOutcome::Duplicate, false),
+                Err(e) => return Err(e.into()),
+                Ok(_) => {
+                    tx.insert_job(&row).await?;
+                    sqlx::query(
+                        "UPDATE cron_schedules SET cursor_ms = CASE WHEN cursor_ms < ? THEN ? \
+                         ELSE cursor_ms END, updated_at_ms = ? WHERE name = ?",
+                    )
+                    .bind(fire_at_ms)
+                    .bind(fire_at_ms)
+                    .bind(now_ms)
+                    .bind(&schedule.name)
+                    .execute(&mut *tx)
+                    .await?;
+                    (FireOutcome::Recorded { job_code: code }, true)
+                }
+            }
+        }
+    });
+    Ok(outcome)
+}
+
+/// The job insert of the store's own backend, so cron jobs are submitted exactly like
+/// every other (R-JOB-2, plain: create or reuse, never reset).
+#[async_trait]
+trait InsertJob: Send {
+    async fn insert_job(&mut self, row: &crate::infra::store::JobRow) -> Result<(), CronError>;
+}
+
+#[async_trait]
+impl InsertJob for sqlx::Transaction<'static, sqlx::MySql> {
+    async fn insert_job(&mut self, row: &crate::infra::store::JobRow) -> Result<(), CronError> {
+        let sql = crate::infra::store::mysql::jobs_insert(&[row], false);
+        crate::infra::db::mysql_execute_text(&mut **self, &sql).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl InsertJob for sqlx::Transaction<'static, sqlx::Sqlite> {
+    async fn insert_job(&mut self, row: &crate::infra::store::JobRow) -> Result<(), CronError> {
+        crate::infra::store::sqlite::submit_job(self, row).await?;
+        Ok(())
+    }
+}
+
+impl Scheduler {
+    /// A scheduler for these schedules (names unique, each kind registered in
+    /// `engine`).
+    pub fn new(
+        engine: Engine,
+        schedules: Vec<CronSchedule>,
+        config: CronConfig,
+    ) -> Result<Scheduler, CronError> {
+        if config.lease_ms < LEASE_MS_MIN {
+            return Err(CronError::Config(format!(
+                "the cron lease must be at least {LEASE_MS_MIN} ms, got {}",
+                config.lease_ms
+            )));
+        }
+        let mut names = HashSet::new();
+        for s in &schedules {
+            if !names.insert(s.name.clone()) {
+                return Err(CronError::Config(format!(
+                    "cron schedule {:?} is registered twice",
+                    s.name
+                )));
+            }
+            if engine.kind(s.kind.name).is_none() {
+                return Err(CronError::Config(format!(
+                    "cron schedule {:?}: its job kind {:?} is not registered in the job engine",
+                    s.name, s.kind.name
+                )));
+            }
+        }
+        Ok(Scheduler {
+            inner: Arc::new(Inner {
+                db: engine.db().clone(),
+                engine,
+                schedules,
+                config,
+                ensured: Default::default(),
+                last_prune_ms: std::sync::atomic::AtomicI64::new(0),
+            }),
+        })
+    }
+
+    pub fn schedules(&self) -> &[CronSchedule] {
+        &self.inner.schedules
+    }
+
+    pub fn config(&self) -> &CronConfig {
+        &self.inner.config
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    /// Take the lease if it is free or expired, renew it if it is ours; `None` when
+    /// another process holds it. The second value says whether it was taken now.
+    pub async fn acquire(&self, now_ms: i64) -> Result<Option<(LeaseToken, bool)>, CronError> {
+        let me = self.inner.config.owner.as_str();
+        let lease_ms = self.inner.config.lease_ms;
+        let out = in_tx!(&self.inner.db, |tx, lock| {
+            let (owner, epoch, until) = read_lease!(tx, lock);
+            if owner.as_deref() == Some(me) && until > now_ms {
+                renew_lease!(tx, now_ms, lease_ms);
+                let token = LeaseToken {
+                    owner: me.to_owned(),
+                    epoch,
+                };
+                (Some((token, false)), true)
+            } else if until <= now_ms {
+                sqlx::query(
+                    "UPDATE cron_leases SET owner = ?, epoch = ?, lease_until_ms = ?, \
+                     acquired_at_ms = ?, renewed_at_ms = ? WHERE name = ?",
+                )
+                .bind(me)
+                .bind(epoch + 1)
+                .bind(now_ms + lease_ms)
+                .bind(now_ms)
+                .bind(now_ms)
+                .bind(LEASE_NAME)
+                .execute(&mut *tx)
+                .await?;
+                let token = LeaseToken {
+                    owner: me.to_owned(),
+                    epoch: epoch + 1,
+                };
+                (Some((token, true)), true)
+            } else {
+                (None, false)
+            }
+        });
+        if let Some((token, true)) = &out {
+            tracing::info!(owner = %token.owner, epoch = token.epoch, "took the cron lease");
+        }
+        Ok(out)
+    }
+
+    /// The schedule's cursor, creating its row (cursor = now) on first sight.
+    async fn cursor(&self, s: &CronSchedule, now_ms: i64) -> Result<i64, CronError> {
+        let fresh = !self
+            .inner
+            .ensured
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&s.name);
+        let db = &self.inner.db;
+        if fresh {
+            let upsert = match db {
+                Db::Mysql(_) => {
+                    "INSERT INTO cron_schedules (name, expression, job_kind, cursor_ms, \
+                     created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY \
+                     UPDATE expression = VALUES(expression), job_kind = VALUES(job_kind)"
+                }
+                Db::Sqlite(_) => {
+                    "INSERT INTO cron_schedules (name, expression, job_kind, cursor_ms, \
+                     created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) \
+                     DO UPDATE SET expression = excluded.expression, job_kind = excluded.job_kind"
+                }
+            };
+            exec!(
+                db,
+                upsert,
+                &s.name,
+                s.expr.as_str(),
+                s.kind.name,
+                now_ms,
+                now_ms,
+                now_ms
+            )?;
+            self.inner
+                .ensured
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(s.name.clone());
+        }
+        let sql = "SELECT cursor_ms FROM cron_schedules WHERE name = ?";
+        let cursor = match db {
+            Db::Mysql(p) => {
+                sqlx::query_scalar::<_, i64>(sql)
+                    .bind(&s.name)
+                    .fetch_one(p)
+                    .await?
+            }
+            Db::Sqlite(p) => {
+                sqlx::query_scalar::<_, i64>(sql)
+                    .bind(&s.name)
+                    .fetch_one(p)
+                    .await?
+            }
+        };
+        Ok(cursor)
+    }
+
+    /// Move the cursor past skipped fire times (fenced by the lease like a firing).
+    async fn record_skip(
+        &self,
+        lease: &LeaseToken,
+        s: &CronSchedule,
+        due: &Due,
+        now_ms: i64,
+    ) -> Result<bool, CronError> {
+        let Some(up_to) = due.skipped_up_to else {
+            return Ok(true);
+        };
+        let lease_ms = self.inner.config.lease_ms;
+        let skipped = i64::try_from(due.skipped).unwrap_or(i64::MAX);
+        let ok = in_tx!(&self.inner.db, |tx, lock| {
+            let (owner, epoch, until) = read_lease!(tx, lock);
+            if owner.as_deref() != Some(lease.owner.as_str())
+                || epoch != lease.epoch
+                || until <= now_ms
+            {
+                (false, false)
+            } else {
+                renew_lease!(tx, now_ms, lease_ms);
+                sqlx::query(
+                    "UPDATE cron_schedules SET skipped_firings = skipped_firings + ?, \
+                     cursor_ms = CASE WHEN cursor_ms < ? THEN ? ELSE cursor_ms END, \
+                     updated_at_ms = ? WHERE name = ?",
+                )
+                .bind(skipped)
+                .bind(up_to)
+                .bind(up_to)
+                .bind(now_ms)
+                .bind(&s.name)
+                .execute(&mut *tx)
+                .await?;
+                (true, true)
+            }
+        });
+        if ok {
+            tracing::warn!(
+                schedule = %s.name,
+                skipped = due.skipped,
+                up_to_ms = up_to,
+                catch_up_max = CATCH_UP_FIRINGS_MAX,
+                "missed cron firings beyond the catch-up bound were skipped"
+            );
+        }
+        Ok(ok)
+    }
+
+    /// One tick at `now_ms`: take or renew the lease; as its holder, record every due
+    /// firing of every schedule (catching up missed ones) and kick their jobs.
+    pub async fn tick_at(&self, now_ms: i64) -> Result<TickReport, CronError> {
+        let mut report = TickReport::default();
+        let Some((lease, took_over)) = self.acquire(now_ms).await? else {
+            return Ok(report);
+        };
+        report.holder = true;
+        report.took_over = took_over;
+        let mut codes = Vec::new();
+        'schedules: for s in &self.inner.schedules {
+            let cursor = self.cursor(s, now_ms).await?;
+            let due = s.due(cursor, now_ms);
+            if !self.record_skip(&lease, s, &due, now_ms).await? {
+                report.lost = true;
+                break;
+            }
+            report.skipped += due.skipped;
+            for &t in &due.fire_at {
+                match record_firing(
+                    &self.inner.db,
+                    &lease,
+                    self.inner.config.lease_ms,
+                    s,
+                    t,
+                    now_ms,
+                )
+                .await?
+                {
+                    FireOutcome::Recorded { job_code } => {
+                        codes.push(job_code);
+                        report.fired.push((s.name.clone(), t));
+                    }
+                    FireOutcome::Duplicate => report.duplicates += 1,
+                    FireOutcome::LeaseLost => {
+                        report.lost = true;
+                        break 'schedules;
+                    }
+                }
+            }
+        }
+        if report.lost {
+            tracing::warn!(owner = %lease.owner, epoch = lease.epoch, "lost the cron lease mid-tick");
+        }
+        for (schedule, t) in &report.fired {
+            tracing::info!(schedule = %schedule, fire_at_ms = t, "cron firing recorded");
+        }
+        // The jobs are durable; a lost kick only leaves them to the scan.
+        self.inner.engine.kick_soon(codes);
+        if !report.fired.is_empty() {
+            self.prune(now_ms).await;
+        }
+        Ok(report)
+    }
+
+    pub async fn tick(&self) -> Result<TickReport, CronError> {
+        self.tick_at(now_ms()).await
+    }
+
+    /// Delete firings older than [`FIRINGS_KEPT_MS`], at most every
+    /// [`PRUNE_EVERY_MS`]. A failure is only logged: the next prune does it.
+    async fn prune(&self, now_ms: i64) {
+        use std::sync::atomic::Ordering;
+        let last = self.inner.last_prune_ms.load(Ordering::Relaxed);
+        if now_ms - last < PRUNE_EVERY_MS {
+            return;
+        }
+        self.inner.last_prune_ms.store(now_ms, Ordering::Relaxed);
+        let sql = "DELETE FROM cron_firings WHERE fire_at_ms < ?";
+        if let Err(e) = exec!(&self.inner.db, sql, now_ms - FIRINGS_KEPT_MS) {
+            tracing::warn!(error = %e, "pruning old cron firings failed");
+        }
+    }
+
+    /// How long to sleep after a tick: until the next fire time while holding (at
+    /// most a third of the lease, to renew it), else a third of the lease (a dead
+    /// holder is replaced within about 4/3 of the lease).
+    fn pause_ms(&self, holder: bool, now_ms: i64) -> u64 {
+        let renew = (self.inner.config.lease_ms / 3).max(1);
+        let mut wait = renew;
+        if holder {
+            for s in &self.inner.schedules {
+                if let Some(t) = s.expr.next_after(now_ms) {
+                    wait = wait.min(t - now_ms);
+                }
+            }
+        }
+        u64::try_from(wait).unwrap_or(0).max(SLEEP_MS_MIN)
+    }
+
+    /// Start the background loop.
+    pub fn start(&self) -> Running {
+        let scheduler = self.clone();
+        let task = tokio::spawn(async move {
+            let mut holder = false;
+            loop {
+                match scheduler.tick().await {
+                    Ok(r) => holder = r.holder && !r.lost,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cron tick failed (retried at the next tick)");
+                    }
+                }
+                let wait = scheduler.pause_ms(holder, now_ms());
+                tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            }
+        });
+        Running { task }
+    }
+
+    /// The operator view (`GET /v1/cron`, `factledger cron list`).
+    pub async fn status(&self) -> Result<CronStatus, CronError> {
+        status(&self.inner.db, &self.inner.schedules, now_ms()).await
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The operator view.
+
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CronStatus {
+    pub lease: LeaseView,
+    pub schedules: Vec<ScheduleView>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct LeaseView {
+    /// The process that holds (or last held) the lease: `host:pid:suffix`.
+    pub owner: Option<String>,
+    /// Bumped by every takeover.
+    pub epoch: i64,
+    pub lease_until_ms: i64,
+    /// The lease has not expired: its owner is firing.
+    pub live: bool,
+    pub acquired_at_ms: Option<i64>,
+    pub renewed_at_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct ScheduleView {
+    pub name: String,
+    pub expression: String,
+    pub job_kind: String,
+    /// Registered in the process that answers (a row alone may be a schedule another
+    /// version registered).
+    pub registered_here: bool,
+    /// The last fire time handled (fired or skipped); absent before the first tick.
+    pub cursor_ms: Option<i64>,
+    /// The next fire time after the cursor (or after now, before the first tick).
+    pub next_fire_at_ms: Option<i64>,
+    pub skipped_firings: i64,
+    /// The newest firings, newest first (at most [`LAST_FIRINGS_SHOWN`]).
+    pub last_firings: Vec<FiringView>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct FiringView {
+    pub fire_at_ms: i64,
+    pub job_code: String,
+    /// The holder that recorded it, and its lease epoch.
+    pub owner: String,
+    pub lease_epoch: i64,
+    pub recorded_at_ms: i64,
+    /// The status of the firing's job (absent once the job was purged).
+    pub job_status: Option<JobStatus>,
+}
+
+/// Read the lease, every schedule row and `registered` (merged by name), and each
+/// schedule's newest firings with their jobs' status.
+pub async fn status(
+    db: &Db,
+    registered: &[CronSchedule],
+    now_ms: i64,
+) -> Result<CronStatus, CronError> {
+    macro_rules! read {
+        ($p:expr) => {{
+            use sqlx::Row;
+            let p = $p;
+            let r = sqlx::query(
+                "SELECT owner, epoch, lease_until_ms, acquired_at_ms, renewed_at_ms \
+                 FROM cron_leases WHERE name = ?",
+            )
+            .bind(LEASE_NAME)
+            .fetch_one(p)
+            .await?;
+            let until: i64 = r.try_get(2)?;
+            let lease = LeaseView {
+                owner: r.opt_text(0)?,
+                epoch: r.try_get(1)?,
+                lease_until_ms: until,
+                live: until > now_ms,
+                acquired_at_ms: r.try_get(3)?,
+                renewed_at_ms: r.try_get(4)?,
+            };
+            let rows = sqlx::query(
+                "SELECT name, expression, job_kind, cursor_ms, skipped_firings \
+                 FROM cron_schedules ORDER BY name",
+            )
+            .fetch_all(p)
+            .await?;
+            let mut stored = Vec::new();
+            for r in &rows {
+                stored.push((
+                    r.text(0)?,
+                    r.text(1)?,
+                    r.text(2)?,
+                    r.try_get::<i64, _>(3)?,
+                    r.try_get::<i64, _>(4)?,
+                ));
+            }
+            let mut views: Vec<ScheduleView> = Vec::new();
+            for (name, expression, job_kind, cursor, skipped) in stored {
+                let here = registered.iter().find(|s| s.name == name);
+                let expr = here
+                    .map(|s| s.expr.clone())
+                    .or_else(|| CronExpr::parse(&expression).ok());
+                views.push(ScheduleView {
+                    registered_here: here.is_some(),
+                    next_fire_at_ms: expr.and_then(|e| e.next_after(cursor)),
+                    name,
+                    expression,
+                    job_kind,
+                    cursor_ms: Some(cursor),
+                    skipped_firings: skipped,
+                    last_firings: Vec::new(),
+                });
+            }
+            for s in registered {
+                if !views.iter().any(|v| v.name == s.name) {
+                    views.push(ScheduleView {
+                        name: s.name.clone(),
+                        expression: s.expr.as_str().to_owned(),
+                        job_kind: s.kind.name.to_owned(),
+                        registered_here: true,
+                        cursor_ms: None,
+                        next_fire_at_ms: s.expr.next_after(now_ms),
+                        skipped_firings: 0,
+                        last_firings: Vec::new(),
+                    });
+                }
+            }
+            for v in &mut views {
+                let rows = sqlx::query(
+                    "SELECT f.fire_at_ms, f.job_code, f.owner, f.lease_epoch, f.recorded_at_ms, \
+                     CAST(j.status AS SIGNED) FROM cron_firings f \
+                     LEFT JOIN jobs j ON j.code = f.job_code \
+                     WHERE f.schedule = ? ORDER BY f.fire_at_ms DESC LIMIT ?",
+                )
+                .bind(&v.name)
+                .bind(LAST_FIRINGS_SHOWN)
+                .fetch_all(p)
+                .await?;
+                for r in &rows {
+                    let status: Option<i64> = r.try_get(5)?;
+                    v.last_firings.push(FiringView {
+                        fire_at_ms: r.try_get(0)?,
+                        job_code: r.text(1)?,
+                        owner: r.text(2)?,
+                        lease_epoch: r.try_get(3)?,
+                        recorded_at_ms: r.try_get(4)?,
+                        job_status: status.and_then(JobStatus::from_code),
+                    });
+                }
+            }
+            views.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(CronStatus {
+                lease,
+                schedules: views,
+            })
+        }};
+    }
+    match db {
+        Db::Mysql(p) => read!(p),
+        Db::Sqlite(p) => read!(p),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Built-in schedules.
+
+/// Test only (`serve --test-cron-heartbeat EXPR`): a schedule whose jobs do nothing
+/// but report their fire time, to prove singleton firing across processes.
+pub static HEARTBEAT: JobKind = JobKind {
+    // Short: a round cut off by a killed process is recovered and re-run within the
+    // few seconds the two-process test watches.
+    lease_ms: 3_000,
+    cap: None,
+    ..JobKind::new("cron_heartbeat", "CRHB")
+};
+pub const HEARTBEAT_SCHEDULE: &str = "heartbeat";
+
+/// The engine a built-in handler runs with, set once the engine exists.
+pub type EngineSlot = Arc<OnceLock<WeakEngine>>;
+
+/// `cron_heartbeat`: does nothing, reports the firing.
+pub struct HeartbeatHandler;
+
+#[async_trait]
+impl JobHandler for HeartbeatHandler {
+    async fn run(&self, job: &ClaimedJob) -> Result<RoundReport, JobFailure> {
+        Ok(RoundReport::done(job.payload_json()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> i64 {
+        DateTime::parse_from_rfc3339(s)
+            .map(|t| t.timestamp_millis())
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn five_fields_fire_on_the_minute_in_utc() {
+        let e = CronExpr::parse("*/2 * * * *").unwrap();
+        assert_eq!(
+            e.next_after(at("2026-03-01T10:00:00Z")),
+            Some(at("2026-03-01T10:02:00Z"))
+        );
+        assert_eq!(
+            e.next_after(at("2026-03-01T10:01:59.999Z")),
+            Some(at("2026-03-01T10:02:00Z"))
+        );
+        let e = CronExpr::parse("30 2 * * *").unwrap();
+        assert_eq!(
+            e.next_after(at("2026-03-01T02:30:00Z")),
+            Some(at("2026-03-02T02:30:00Z")),
+            "strictly after, in UTC"
+        );
+    }
+
+    #[test]
+    fn six_fields_have_seconds_first() {
+        let e = CronExpr::parse("* * * * * *").unwrap();
+        assert_eq!(
+            e.next_after(at("2026-03-01T10:00:00.400Z")),
+            Some(at("2026-03-01T10:00:01Z"))
+        );
+        let e = CronExpr::parse("15 */5 * * * *").unwrap();
+        assert_eq!(
+            e.next_after(at("2026-03-01T10:00:15Z")),
+            Some(at("2026-03-01T10:05:15Z"))
+        );
+    }
+
+    #[test]
+    fn a_bad_expression_is_an_error_naming_the_schedule() {
+        static K: JobKind = JobKind::new("k", "K");
+        for bad in ["", "* * *", "61 * * * *", "* * * * * * * *", "every minute"] {
+            match CronSchedule::new("nightly_sync", bad, &K) {
+                Err(e @ CronError::Expression { .. }) => {
+                    assert!(e.to_string().contains("nightly_sync"), "{e}")
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            CronSchedule::new("Bad Name", "* * * * *", &K),
+            Err(CronError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn due_firings_are_the_ones_after_the_cursor_up_to_now() {
+        static K: JobKind = JobKind::new("k", "K");
+        let s = CronSchedule::new("s", "* * * * * *", &K).unwrap();
+        let t0 = at("2026-03-01T10:00:00Z");
+        let due = s.due(t0, t0 + 3_500);
+        assert_eq!(due.fire_at, vec![t0 + 1_000, t0 + 2_000, t0 + 3_000]);
+        assert_eq!((due.skipped, due.skipped_up_to), (0, None));
+        assert!(s.due(t0 + 3_000, t0 + 3_999).fire_at.is_empty());
+        assert_eq!(s.business_key(t0), format!("cron:s:{t0}"));
+    }
+
+    #[test]
+    fn catch_up_keeps_the_newest_firings_and_counts_the_rest() {
+        static K: JobKind = JobKind::new("k", "K");
+        let s = CronSchedule::new("s", "* * * * * *", &K).unwrap();
+        let t0 = at("2026-03-01T10:00:00Z");
+        let n = CATCH_UP_FIRINGS_MAX as i64;
+        let due = s.due(t0, t0 + (n + 30) * 1_000);
+        assert_eq!(due.fire_at.len(), CATCH_UP_FIRINGS_MAX);
+        assert_eq!(due.fire_at[0], t0 + 31_000);
+        assert_eq!(due.fire_at.last(), Some(&(t0 + (n + 30) * 1_000)));
+        assert_eq!((due.skipped, due.skipped_up_to), (30, Some(t0 + 30_000)));
+        // A cursor older than the window is not walked from.
+        let far = s.due(t0 - 10 * CATCH_UP_WINDOW_MS, t0);
+        assert_eq!(far.fire_at.len(), CATCH_UP_FIRINGS_MAX);
+        assert_eq!(far.fire_at.last(), Some(&t0));
+    }
+}

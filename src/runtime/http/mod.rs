@@ -1,0 +1,306 @@
+//! The HTTP API (axum, JSON). **Architecture invariant:** only this module knows about
+//! HTTP, headers and JSON request shapes; below it everything is typed commands.
+
+pub mod body;
+pub mod conn;
+pub mod contract;
+pub mod limits;
+pub mod problem;
+pub mod query;
+
+pub use problem::{Problem, ProblemBody};
+
+use crate::infra::auth::{KeyStore, Principal};
+use crate::infra::store::{DynStore, Metadata};
+use crate::runtime::bus::CommandBus;
+use axum::extract::{FromRequestParts, MatchedPath, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName};
+use axum::middleware::Next;
+use axum::response::Response;
+use factledger_aggregates::wallet::Wallet;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A paged read's `limit` when the request names none.
+pub const PAGE_EVENTS_DEFAULT: i64 = 100;
+
+/// Largest request body accepted (413 beyond).
+pub const BODY_BYTES_MAX: usize = 64 * 1024;
+
+pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// ISO 3166 country (data centre) recorded on every event (R-INV-11).
+    pub country_code: String,
+    /// The anchor file verify compares the log with and new anchors are appended to.
+    pub anchor_file: Option<std::path::PathBuf>,
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: DynStore,
+    /// The database handle (projection rows, checkpoints, keys, jobs).
+    pub db: crate::infra::db::Db,
+    /// Every projector's status, the wallet's first (`GET /v1/projections`).
+    pub projection_statuses: Arc<Vec<crate::runtime::projection::SharedStatus>>,
+    pub keys: KeyStore,
+    pub wallets: CommandBus<Wallet>,
+    pub config: Arc<ServiceConfig>,
+    pub metrics: PrometheusHandle,
+    /// The job engine (its background loop lives as long as any clone of the state).
+    pub jobs: crate::infra::jobs::Engine,
+    /// The cron scheduler (`GET /v1/cron` reads through it).
+    pub cron: crate::infra::jobs::cron::Scheduler,
+    /// What the composition root started in the background (engine, cron, outbox
+    /// relay, anchors): kept alive as long as any clone of the state.
+    pub background: Arc<dyn std::any::Any + Send + Sync>,
+    /// State a capability owns and the composition root hands in (e.g. the callback
+    /// providers), found by type: the runtime names no capability. See [`AppState::part`].
+    pub parts: Arc<axum::http::Extensions>,
+    /// The HTTP limits and the per-key rate buckets.
+    pub limits: Arc<limits::Limits>,
+}
+
+/// The `method` label: the standard methods by name, anything else as `OTHER`, so
+/// a client inventing methods cannot mint label sets (issue 14, F1). The `route`
+/// label is the matched route template or `unmatched`, never the raw path.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    const KNOWN: [(Method, &str); 9] = [
+        (Method::GET, "GET"),
+        (Method::POST, "POST"),
+        (Method::PUT, "PUT"),
+        (Method::DELETE, "DELETE"),
+        (Method::PATCH, "PATCH"),
+        (Method::HEAD, "HEAD"),
+        (Method::OPTIONS, "OPTIONS"),
+        (Method::CONNECT, "CONNECT"),
+        (Method::TRACE, "TRACE"),
+    ];
+    KNOWN
+        .iter()
+        .find(|(m, _)| m == method)
+        .map_or("OTHER", |(_, name)| name)
+}
+
+impl AppState {
+    /// The capability state of type `T` that the composition root put in `parts`; a
+    /// missing one is a wiring fault, answered as a 500 rather than a panic.
+    pub fn part<T: Clone + Send + Sync + 'static>(&self) -> Result<&T, Problem> {
+        self.parts.get::<T>().ok_or_else(|| {
+            Problem::internal(format!(
+                "{} is not wired into the service",
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+}
+
+pub async fn track_metrics(req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = method_label(req.method());
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let response = next.run(req).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("factledger_http_requests_total", "method" => method, "route" => route.clone(), "status" => status)
+        .increment(1);
+    metrics::histogram!("factledger_http_request_duration_seconds", "method" => method, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// The authenticated caller of a request and the request's tracing context.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub principal: Principal,
+    pub request_id: String,
+    pub correlation_id: String,
+    pub causation_id: Option<String>,
+    pub trace_id: String,
+}
+
+impl Caller {
+    /// Refuse callers whose role may not change money.
+    pub fn require_write(&self) -> Result<(), Problem> {
+        if self.principal.role.can_write() {
+            Ok(())
+        } else {
+            Err(Problem::forbidden(&format!(
+                "role {} may read but not send commands",
+                self.principal.role
+            )))
+        }
+    }
+
+    /// Refuse callers whose role may not take operator actions (service, auditor):
+    /// 403 naming the roles that may.
+    pub fn require_operator(&self, action: &str) -> Result<(), Problem> {
+        if self.principal.role.can_operate() {
+            Ok(())
+        } else {
+            Err(Problem::forbidden(&format!(
+                "{action} is an operator action: it needs role operator or admin, and \
+                 this key's role is {}",
+                self.principal.role
+            )))
+        }
+    }
+
+    /// Record an accepted operator or admin action as an event (`crate::runtime::admin_log`);
+    /// a record that cannot be written fails the request.
+    pub async fn record_admin(
+        &self,
+        state: &AppState,
+        action: factledger_aggregates::admin_action::AdminAction,
+        target: &str,
+        reason: Option<&str>,
+        detail: Option<String>,
+    ) -> Result<(), Problem> {
+        let metadata = self.metadata(&state.config.country_code, None);
+        crate::runtime::admin_log::record(&state.store, &metadata, action, target, reason, detail)
+            .await
+            .map(|_| ())
+            .map_err(|e| Problem::internal(e.to_string()))
+    }
+
+    pub fn metadata(&self, country_code: &str, command_id: Option<String>) -> Metadata {
+        Metadata {
+            correlation_id: self.correlation_id.clone(),
+            causation_id: self.causation_id.clone(),
+            command_id,
+            actor: self.principal.actor(),
+            request_id: self.request_id.clone(),
+            trace_id: self.trace_id.clone(),
+            country_code: country_code.to_owned(),
+        }
+    }
+}
+
+/// The `limit` of a paged read: default [`PAGE_EVENTS_DEFAULT`], at most
+/// `READ_LIMIT_MAX`.
+pub(crate) fn page_limit(limit: Option<i64>) -> Result<i64, Problem> {
+    let limit = limit.unwrap_or(PAGE_EVENTS_DEFAULT);
+    let max = crate::infra::store::READ_LIMIT_MAX;
+    if !(1..=max).contains(&limit) {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "limit",
+            format!("must be between 1 and {max}"),
+        ));
+    }
+    Ok(limit)
+}
+
+/// Wait (bounded) until the checkpoint `name` has applied `min_position`, when asked
+/// (read-your-writes); the position the projection reflects. Not there in time: 503
+/// `PROJECTION_BEHIND` naming `min_position`. Every read of a projection takes it.
+pub(crate) async fn reflected(
+    state: &AppState,
+    name: &str,
+    version: i32,
+    min_position: Option<i64>,
+) -> Result<i64, Problem> {
+    let wanted = min_position.unwrap_or(0);
+    if wanted < 0 {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "min_position",
+            "must not be negative",
+        ));
+    }
+    let position = crate::runtime::projector::wait_for_checkpoint(&state.db, name, version, wanted)
+        .await
+        .map_err(|e| Problem::internal(e.to_string()))?;
+    if position < wanted {
+        return Err(Problem::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "PROJECTION_BEHIND",
+            format!("the {name} projection is at position {position}, not yet at {wanted}; retry"),
+        )
+        .field("min_position"));
+    }
+    Ok(position)
+}
+
+fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        let headers = &parts.headers;
+        let auth = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| Problem::unauthorized("missing Authorization: Bearer <api key>"))?;
+        let secret = auth
+            .strip_prefix("Bearer ")
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && s.len() <= 256)
+            .ok_or_else(|| Problem::unauthorized("Authorization must be `Bearer <api key>`"))?;
+        let principal = state
+            .keys
+            .authenticate(secret)
+            .await
+            .map_err(|e| match e.downcast_ref::<sqlx::Error>() {
+                Some(s) if crate::infra::store::is_connection_failure(s) => {
+                    Problem::database_unavailable()
+                }
+                _ => Problem::internal(format!("key lookup failed: {e:#}")),
+            })?
+            .ok_or_else(|| Problem::unauthorized("unknown or revoked API key"))?;
+        state
+            .limits
+            .rate
+            .check(&principal.key_id)
+            .map_err(limits::rate_limited)?;
+        let request_id = header(headers, REQUEST_ID.as_str())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        // W3C traceparent: 00-<32 hex trace id>-<16 hex parent>-<flags>.
+        let trace_id = header(headers, "traceparent")
+            .and_then(|t| t.split('-').nth(1).map(str::to_owned))
+            .filter(|t| t.len() == 32)
+            .unwrap_or_else(|| request_id.replace('-', ""));
+        tracing::Span::current().record("actor", principal.actor());
+        Ok(Caller {
+            correlation_id: header(headers, "x-correlation-id")
+                .unwrap_or_else(|| request_id.clone()),
+            causation_id: header(headers, "x-causation-id"),
+            principal,
+            request_id,
+            trace_id,
+        })
+    }
+}
+
+/// A path id (`field` names it in the problem).
+pub(crate) fn parse_id(
+    field: &str,
+    raw: &str,
+) -> Result<factledger_aggregates::BoundedId, Problem> {
+    factledger_aggregates::BoundedId::parse(raw)
+        .map_err(|e| Problem::invalid("INVALID_FIELD", field, e.rule))
+}
+
+/// What a command wrote.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct WriteResponse {
+    pub events: Vec<crate::infra::store::EventView>,
+    /// Global position of the last event (0 when nothing new was written): pass it
+    /// as `min_position` to read your write.
+    pub position: i64,
+}
