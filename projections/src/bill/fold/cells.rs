@@ -2,7 +2,7 @@
 //! their serde names, months checked as `yyyymm`, booleans as 0/1; and the two shapes
 //! of a write ([`put`], [`set`]).
 
-use super::FactOp;
+use super::writes::FactOp;
 use crate::bill::{StationMonth, YearMonth};
 use crate::table::{Cell, Cells, TableDef};
 use chrono::{DateTime, SecondsFormat, Utc};

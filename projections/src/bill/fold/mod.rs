@@ -13,7 +13,8 @@
 //!    and the decision explanation, or an error finding ([`Finding`]) — never a
 //!    silent null.
 //!
-//! The steps live in their own files: `cells` (event values → cells), `recorded`
+//! The steps live in their own files: `writes` (what a fold produces), `cells` (event
+//! values → cells), `recorded`
 //! (station-month, partner-bill and reference events), `payment` (payment order, lock
 //! and result events), `read` (step 2) and `project` (step 3). Every public name is
 //! re-exported here, so callers write `bill::fold::…`.
@@ -27,6 +28,7 @@ mod payment;
 mod project;
 mod read;
 mod recorded;
+mod writes;
 
 pub use cells::time_cell;
 pub use project::{facts_json, partner_bill_identity, project, Finding, Projected};
@@ -36,9 +38,9 @@ pub use read::{
     order_of, partner_account_of, partner_bill_deduction_of, partner_bill_of, partner_profile_of,
     result_of, small_bill_of, small_bill_rent_of, station_of, text_of,
 };
+pub use recorded::SETTING_ACCOUNT_ROUTE;
+pub use writes::{FactOp, Folded, Touch};
 
-use super::StationMonth;
-use crate::table::{Cells, TableDef};
 use cells::decode;
 use factledger_aggregates::bill::{
     BILL_LOCK_AGGREGATE_TYPE, PARTNER_BILL_AGGREGATE_TYPE, PAYMENT_ORDER_AGGREGATE_TYPE,
@@ -52,73 +54,6 @@ use serde_json::Value;
 pub const NAME: &str = "bill";
 /// Bump when the rows' shape or meaning changes.
 pub const VERSION: i32 = 1;
-
-/// The one recorded setting: which business account key the cumulative paid uses.
-pub const SETTING_ACCOUNT_ROUTE: &str = "account_route";
-
-/// A write to one fact table.
-#[derive(Debug, Clone)]
-pub enum FactOp {
-    /// The whole row (every column), inserted or replacing the row with its key: the
-    /// event states the entity's whole current value.
-    Put {
-        table: &'static TableDef,
-        row: Cells,
-    },
-    /// Some columns of the row with this key; the row must exist (the event contract
-    /// only changes what was recorded: a missing row stops the projector).
-    Set {
-        table: &'static TableDef,
-        key: Cells,
-        set: Cells,
-    },
-}
-
-/// What a fact event touches. The runner resolves each to the station-months that
-/// read it (R-BILL-1: each fact event recomputes exactly the affected station-months).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Touch {
-    /// This station-month.
-    StationMonth(StationMonth),
-    /// The station-months of the account of this station-month's small bill whose
-    /// pre-rent check can sum its rent: from the first month of its half-year on
-    /// (every cutoff is at most the end of the target month's half-year).
-    SmallBillAccount(StationMonth),
-    /// Every station-month whose diff links the partner bill this station-month's
-    /// diff links (a partner bill linked twice is a finding on each).
-    DiffPartnerBill(StationMonth),
-    /// The station-months of its diffs, and every station-month whose partner
-    /// accounts include its account (deduction sums).
-    PartnerBill(i64),
-    /// The station-months of the account's small bills.
-    CustomerAccount(i64),
-    /// Every station-month whose partner accounts include this one.
-    PartnerAccount(i64),
-    /// Every station-month whose partner bill's account belongs to this org.
-    PartnerOrg(i64),
-    /// Every station-month of the station.
-    Station(i64),
-    /// Every station-month (the account route).
-    Everything,
-    /// The station-months whose cumulative paid may read the opening.
-    OpeningPaid(i64),
-    /// The station-months whose partner accounts include the opening's account.
-    OpeningDeduction(i64),
-    /// The station-months of the order's lines and locks.
-    Order(i64),
-    /// The lock's station-month.
-    Lock(i64),
-    /// The result's station-month, the later months of its business account
-    /// (cumulative paid) and the station-months of the lines it is the latest result of.
-    Result(i64),
-}
-
-/// What one event does to the fact tables.
-#[derive(Debug, Clone, Default)]
-pub struct Folded {
-    pub ops: Vec<FactOp>,
-    pub touches: Vec<Touch>,
-}
 
 /// The fact-table writes and touches of one bill event. `Ok(None)`: not a bill
 /// aggregate type. `Err`: the payload does not decode or holds a bad month — the

@@ -2,8 +2,8 @@
 //! and payment result events → the fact-table writes they make. Every write touches
 //! its order, lock or result; the runner resolves that to station-months.
 
-use super::cells::{code_cell, flag, month_cell, opt_int, opt_time, put, set};
-use super::{time_cell, FactOp, Folded, Touch};
+use super::cells::{code_cell, flag, month_cell, opt_int, opt_time, put, set, time_cell};
+use super::writes::{FactOp, Folded, Touch};
 use crate::bill::tables::{LINES, LOCKS, ORDERS, RESULTS};
 use crate::table::{Cell, Cells};
 use chrono::{DateTime, Utc};

@@ -2,8 +2,10 @@
 //! and reference events (accounts, partner profiles, station facts, the account route,
 //! openings) → the fact rows they put and what they touch.
 
-use super::cells::{code_cell, flag, month_cell, opt_int, opt_month_cell, put, station_month};
-use super::{time_cell, FactOp, Folded, Touch, SETTING_ACCOUNT_ROUTE};
+use super::cells::{
+    code_cell, flag, month_cell, opt_int, opt_month_cell, put, station_month, time_cell,
+};
+use super::writes::{FactOp, Folded, Touch};
 use crate::bill::tables::{
     CUSTOMER_ACCOUNTS, DIFFS, OPENING_DEDUCTIONS, OPENING_PAID, PARTNER_ACCOUNTS, PARTNER_BILLS,
     PARTNER_PROFILES, PARTNER_REPUSHES, SETTINGS, SMALL_BILLS, STATIONS,
@@ -13,6 +15,9 @@ use chrono::{DateTime, Utc};
 use factledger_aggregates::bill::{
     PartnerBillEvent, RecordWayCode, ReferenceEvent, ShareRuleFact, StationMonthEvent,
 };
+
+/// The one recorded setting: which business account key the cumulative paid uses.
+pub const SETTING_ACCOUNT_ROUTE: &str = "account_route";
 
 pub(super) fn fold_station_month(e: StationMonthEvent) -> Result<Folded, String> {
     Ok(match e {

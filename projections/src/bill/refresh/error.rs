@@ -2,7 +2,7 @@
 //! ([`RefreshRequestError`]) and why a scope did not resolve to station-months
 //! ([`ScopeResolveError`]). Each names the field and the rule.
 
-use super::scope::ScopeType;
+use super::kind::ScopeType;
 
 /// Why a refresh request was refused at submission (or, for a stored task, why its
 /// `task_data` no longer passes). Each names the field and the rule.

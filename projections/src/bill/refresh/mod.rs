@@ -28,8 +28,8 @@
 //!   `platform_station_id` (SPEC: PARTNER_BILL resolves through it; the locator check L5
 //!   compares it with the scope's station).
 //!
-//! One concept per file: `scope` (scope types, modes and the scopes, valid by
-//! construction), `request` (the typed request, its business key and the resubmit
+//! One concept per file: `limits` (the submission limits and fixed codes), `kind`
+//! (scope type and mode), `scope` (the scopes, valid by construction), `request` (the typed request, its business key and the resubmit
 //! merge), `task_data` (the request's JSON form, parsed and written), `resolve` (scope
 //! → station-months against loaded data, and the account scope's pages), `locator`
 //! (the submission check of a station-month scope's locator) and `error` (why a
@@ -37,6 +37,8 @@
 //! here, so callers write `bill::refresh::…`.
 
 mod error;
+mod kind;
+mod limits;
 mod locator;
 mod request;
 mod resolve;
@@ -44,51 +46,19 @@ mod scope;
 mod task_data;
 
 pub use error::{RefreshRequestError, ScopeResolveError};
+pub use kind::{RefreshMode, ScopeType};
+pub use limits::{
+    ACCOUNT_SCOPE_PAGE_STATION_MONTHS_MAX, BUSINESS_KEY_STORED_CHARS_MAX, REFRESH_SCOPES_MAX,
+    REFRESH_TASK_DATA_BYTES_MAX, REFRESH_TASK_DATA_NODES_MAX, STORED_KEY_DIGEST_PREFIX,
+    TASK_CODE_PREFIX, UNFINISHED_STATUSES,
+};
 pub use locator::{check_locator, LocatorFacts};
 pub use request::{BusinessKey, RefreshRequest};
 pub use resolve::{
     account_scope_page, resolve_diff, resolve_order_bill, resolve_partner_bill, AccountBillRef,
     AccountScopePage, DiffRef, OrderBillRef, OrderRef, PartnerAccountRef, PartnerBillRef,
 };
-pub use scope::{
-    AccountScope, IdList, Locator, RefreshMode, RefreshScope, ScopeType, StationMonthList,
-    StationMonthScope,
-};
-
-use super::PaymentStatus;
-
-/// A request's `task_data` is at most this many UTF-8 bytes (seed §4.3: bytes, not
-/// characters). Bounds what one submission can make the worker parse and hold.
-pub const REFRESH_TASK_DATA_BYTES_MAX: usize = 16_384;
-/// At most this many JSON nodes (every object, array and scalar; keys are not nodes,
-/// as the job engine's `json_nodes`). 16 KB of `[1,1,1,…]` is ~8,000 nodes: the byte
-/// limit alone does not bound the parse.
-pub const REFRESH_TASK_DATA_NODES_MAX: usize = 1_200;
-/// At most this many scopes per request, counted per scope type (see
-/// [`RefreshScope::count`]): one task must stay a bounded unit of work.
-pub const REFRESH_SCOPES_MAX: usize = 200;
-/// A business key longer than this many characters is stored as its digest.
-pub const BUSINESS_KEY_STORED_CHARS_MAX: usize = 128;
-/// An account scope is expanded at most this many station-months a page, with a saved
-/// cursor (**[dev]**: the seed expanded it unbounded, §9.4 — 200 accounts × 120 months
-/// is 24,000 station-months in one round).
-pub const ACCOUNT_SCOPE_PAGE_STATION_MONTHS_MAX: usize = 100;
-/// Task codes are this prefix + the MD5 of the full business key.
-pub const TASK_CODE_PREFIX: &str = "RIPSR:";
-/// Over-long business keys are stored as this prefix + the MD5 of the full key.
-pub const STORED_KEY_DIGEST_PREFIX: &str = "RIPSR_BK:";
-
-/// Bill payment statuses a `MODE=UNFINISHED` refresh recomputes (seed §4.4): 20 unpaid,
-/// 30 in review, 40 awaiting payment, 60 partially paid, 70 failed, 99 partner bill not
-/// pushed — not 10 no payment needed, not 50 paid.
-pub const UNFINISHED_STATUSES: [PaymentStatus; 6] = [
-    PaymentStatus::Unpaid,
-    PaymentStatus::InReview,
-    PaymentStatus::AwaitingPayment,
-    PaymentStatus::PartiallyPaid,
-    PaymentStatus::PaymentFailed,
-    PaymentStatus::PartnerBillNotPushed,
-];
+pub use scope::{AccountScope, IdList, Locator, RefreshScope, StationMonthList, StationMonthScope};
 
 #[cfg(test)]
 mod tests;

@@ -3,8 +3,9 @@
 //! identity check of a claimed task; and the fact-change resubmit merge.
 
 use super::error::RefreshRequestError;
-use super::scope::{RefreshMode, RefreshScope, StationMonthList};
-use super::{BUSINESS_KEY_STORED_CHARS_MAX, STORED_KEY_DIGEST_PREFIX, TASK_CODE_PREFIX};
+use super::kind::RefreshMode;
+use super::limits::{BUSINESS_KEY_STORED_CHARS_MAX, STORED_KEY_DIGEST_PREFIX, TASK_CODE_PREFIX};
+use super::scope::{RefreshScope, StationMonthList};
 use factledger_aggregates::bill::TriggerSource;
 use md5::{Digest, Md5};
 use std::collections::BTreeSet;

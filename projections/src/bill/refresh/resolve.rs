@@ -4,8 +4,9 @@
 //! station-months one page at a time ([`account_scope_page`]).
 
 use super::error::ScopeResolveError;
-use super::scope::{AccountScope, Locator, RefreshMode, StationMonthScope};
-use super::ACCOUNT_SCOPE_PAGE_STATION_MONTHS_MAX;
+use super::kind::RefreshMode;
+use super::limits::ACCOUNT_SCOPE_PAGE_STATION_MONTHS_MAX;
+use super::scope::{AccountScope, Locator, StationMonthScope};
 use crate::bill::{PaymentStatus, StationMonth, YearMonth};
 use std::collections::BTreeSet;
 

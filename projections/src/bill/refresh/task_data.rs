@@ -4,12 +4,13 @@
 //! equal.
 
 use super::error::RefreshRequestError;
+use super::kind::{RefreshMode, ScopeType};
+use super::limits::{REFRESH_TASK_DATA_BYTES_MAX, REFRESH_TASK_DATA_NODES_MAX};
 use super::request::RefreshRequest;
 use super::scope::{
-    positive, too_many, AccountScope, IdList, Locator, RefreshMode, RefreshScope, ScopeType,
-    StationMonthList, StationMonthScope,
+    positive, too_many, AccountScope, IdList, Locator, RefreshScope, StationMonthList,
+    StationMonthScope,
 };
-use super::{REFRESH_TASK_DATA_BYTES_MAX, REFRESH_TASK_DATA_NODES_MAX};
 use crate::bill::{StationMonth, YearMonth};
 use factledger_aggregates::bill::TriggerSource;
 use serde::Deserialize;
@@ -145,12 +146,12 @@ struct StationMonthDto {
 
 impl RequestDto {
     fn into_request(self) -> Result<RefreshRequest, RefreshRequestError> {
-        let scope_type = ScopeType::parse(&self.scope_type)?;
+        let scope_type = parse_scope_type(&self.scope_type)?;
         self.refuse_other_fields(scope_type)?;
         let mode = self
             .mode
             .as_deref()
-            .map_or(Ok(RefreshMode::All), RefreshMode::parse)?;
+            .map_or(Ok(RefreshMode::All), parse_mode)?;
         let trigger_sources = parse_trigger_sources(self.trigger_sources.unwrap_or_default())?;
         let missing = |field: &str| RefreshRequestError::MissingField {
             field: field.to_owned(),
@@ -281,6 +282,33 @@ impl StationMonthDto {
             station_month: StationMonth { station_id, month },
             locator,
         })
+    }
+}
+
+/// `scope_type` as a code (`10`) or a name (`"STATION_MONTH"`).
+fn parse_scope_type(v: &Value) -> Result<ScopeType, RefreshRequestError> {
+    let found = ScopeType::ALL.into_iter().find(|t| match v {
+        Value::Number(n) => n.as_i64() == Some(t.code()),
+        Value::String(s) => s == t.name(),
+        _ => false,
+    });
+    found.ok_or_else(|| RefreshRequestError::InvalidField {
+        field: "scope_type".into(),
+        value: v.to_string(),
+        rule: "must be one of 10 STATION_MONTH, 20 PARTNER_BILL, 30 DIFF, 40 ORDER_BILL, 50 ACCOUNT_SCOPE",
+    })
+}
+
+/// `mode`: `ALL` or `UNFINISHED`.
+fn parse_mode(s: &str) -> Result<RefreshMode, RefreshRequestError> {
+    match s {
+        "ALL" => Ok(RefreshMode::All),
+        "UNFINISHED" => Ok(RefreshMode::Unfinished),
+        _ => Err(RefreshRequestError::InvalidField {
+            field: "mode".into(),
+            value: s.into(),
+            rule: "must be ALL or UNFINISHED",
+        }),
     }
 }
 
