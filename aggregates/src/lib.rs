@@ -12,6 +12,7 @@ pub mod admin_action;
 pub mod affiliate;
 pub mod affiliate_link;
 pub mod affiliate_order;
+pub mod affiliate_values;
 pub mod bill;
 pub mod campaign;
 pub mod commission;

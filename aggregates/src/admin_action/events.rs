@@ -1,7 +1,7 @@
 //! Admin action events. Payloads are stored forever: changing a shape means a new
 //! `event_version` and an upcaster in `crate::upcast`, never a rewrite.
 
-use super::AdminAction;
+use super::commands::AdminAction;
 use chrono::{DateTime, Utc};
 use cqrs_es::DomainEvent;
 use serde::{Deserialize, Serialize};

@@ -1,8 +1,8 @@
 //! Affiliate order commands. Tagged by `"type"` on the wire; unknown fields are
 //! refused so a typo never silently drops a value.
 
-use super::transitions::OrderStatus;
 use crate::affiliate::{AuditReason, CountryCode, Platform, PlatformOrderId, ReportedMinor};
+use crate::affiliate_values::OrderStatus;
 use crate::commission_rules::RuleSnapshot;
 use crate::money::{BoundedId, Currency};
 use chrono::{DateTime, Utc};

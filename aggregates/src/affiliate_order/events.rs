@@ -6,9 +6,8 @@
 //! after a newer one.
 
 use super::commands::Attribution;
-use super::transitions::{OrderSignal, OrderStatus};
 use crate::affiliate::{CountryCode, Platform, PlatformOrderId};
-use crate::commission::CommissionAmounts;
+use crate::affiliate_values::{CommissionAmounts, OrderSignal, OrderStatus};
 use crate::commission_rules::RuleSnapshot;
 use crate::money::Currency;
 use chrono::{DateTime, Utc};

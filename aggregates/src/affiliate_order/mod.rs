@@ -11,17 +11,16 @@
 
 mod commands;
 mod events;
-mod transitions;
 
 pub use crate::affiliate::order_stream_id;
+pub use crate::affiliate_values::{OrderSignal, OrderStatus};
 pub use commands::{Attribution, CorrectAttribution, IngestOrder, NormalisedOrder, OrderCommand};
 pub use events::{
     AttributionCorrected, OrderEvent, OrderIngested, OrderUpdated, ORDER_EVENT_VERSION,
 };
-pub use transitions::{OrderSignal, OrderStatus};
 
 use crate::affiliate::{CountryCode, Platform, PlatformOrderId};
-use crate::commission::{commission_amounts, AmountError, CommissionAmounts};
+use crate::affiliate_values::{commission_amounts, AmountError, CommissionAmounts};
 use crate::commission_rules::RuleSnapshot;
 use crate::decide::{Decide, InvariantViolation, LedgerRef};
 use crate::money::{BoundedId, Currency};

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::affiliate::{AuditReason, Bps, ReportedMinor};
-use crate::commission::{AmountError, CommissionAmounts};
+use crate::affiliate_values::{AmountError, CommissionAmounts};
 use crate::money::BoundedId;
 use chrono::TimeZone;
 use cqrs_es::test::TestFramework;

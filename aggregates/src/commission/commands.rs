@@ -1,8 +1,7 @@
 //! Commission commands. Tagged by `"type"` on the wire; unknown fields are refused.
 
-use super::amounts::BeneficiaryRole;
 use crate::affiliate::{AuditReason, ReportedMinor};
-use crate::affiliate_order::{OrderSignal, OrderStatus};
+use crate::affiliate_values::{BeneficiaryRole, OrderSignal, OrderStatus};
 use crate::commission_rules::RuleSnapshot;
 use crate::money::{BoundedId, Currency};
 use chrono::{DateTime, Utc};

@@ -6,9 +6,8 @@
 //! it produces carries the ledger entry with `ref_type = COMMISSION`, `ref_id =
 //! commission id`.
 
-use super::amounts::{BeneficiaryRole, CommissionAmounts};
 use super::transitions::CommissionStatus;
-use crate::affiliate_order::OrderSignal;
+use crate::affiliate_values::{BeneficiaryRole, CommissionAmounts, OrderSignal};
 use crate::commission_rules::RuleSnapshot;
 use crate::money::Currency;
 use chrono::{DateTime, Utc};

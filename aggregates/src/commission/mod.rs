@@ -9,12 +9,11 @@
 //! commission id`, so the wallet's unique ledger key `(ref_type, ref_id,
 //! entry_type)` makes each effect happen once (R-INV-1).
 
-mod amounts;
 mod commands;
 mod events;
 mod transitions;
 
-pub use amounts::{
+pub use crate::affiliate_values::{
     commission_amounts, commission_base_minor, share_minor, AmountError, BeneficiaryRole,
     CommissionAmounts,
 };
@@ -27,7 +26,7 @@ pub use events::{
 };
 pub use transitions::{reaction, CommissionStatus, COMMISSION_EDGES};
 
-use crate::affiliate_order::{OrderSignal, OrderStatus};
+use crate::affiliate_values::{OrderSignal, OrderStatus};
 use crate::commission_rules::RuleSnapshot;
 use crate::decide::{Decide, InvariantViolation, LedgerRef};
 use crate::money::{AmountMinor, BoundedId, Currency};

@@ -1,7 +1,7 @@
 //! The commission state machine (SPEC R-COM-1) as an explicit transition table, and
 //! how a commission reacts to each order signal.
 
-use crate::affiliate_order::OrderSignal;
+use crate::affiliate_values::OrderSignal;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

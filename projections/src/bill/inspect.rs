@@ -130,29 +130,53 @@ pub struct Finding {
 /// Inspect one station-month's projected rows against its facts (R-BILL-11). Returns
 /// every finding, in rule order then row order; none when all invariants hold.
 pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>, InspectError> {
-    let sm = facts.station_month;
-    let mut findings = Vec::new();
-    let mut find = |rule, row: Option<&ProjectedRow>, message: String| {
-        findings.push(Finding {
-            rule,
-            severity: Severity::Error,
-            station_month: sm,
-            row: row.map(|r| (r.table, r.row_id)),
-            message,
-        })
+    let mut out = Findings {
+        station_month: facts.station_month,
+        list: Vec::new(),
     };
     let mut rows: Vec<&ProjectedRow> = rows.iter().collect();
     rows.sort_by_key(|r| (r.table, r.row_id));
+    rows_match_facts(facts, &rows, &mut out);
+    status_codes_known(&rows, &mut out);
+    rows_agree(&rows, &mut out);
+    paid_within_success_results(facts, &rows, &mut out)?;
+    current_is_pre_rent_minus_paid(facts, &rows, &mut out);
+    locked_ids_point_to_live_lock(facts, &rows, &mut out);
+    statuses_match_payment_and_partner_bill(facts, &rows, &mut out);
+    partner_profile_recorded(facts, &mut out);
+    let mut findings = out.list;
+    findings.sort_by_key(|f| f.rule);
+    Ok(findings)
+}
 
-    // I1
-    for r in &rows {
+/// The findings of one inspection, in the order they were found.
+struct Findings {
+    station_month: StationMonth,
+    list: Vec<Finding>,
+}
+
+impl Findings {
+    fn find(&mut self, rule: InspectionRule, row: Option<&ProjectedRow>, message: String) {
+        self.list.push(Finding {
+            rule,
+            severity: Severity::Error,
+            station_month: self.station_month,
+            row: row.map(|r| (r.table, r.row_id)),
+            message,
+        })
+    }
+}
+
+/// I1: a row exists only for a bill of the facts, one row per table.
+fn rows_match_facts(facts: &BillFacts, rows: &[&ProjectedRow], out: &mut Findings) {
+    for r in rows {
         let expected = match r.table {
             BillTable::SmallBill => facts.small_bill.as_ref().map(|b| b.id),
             BillTable::PartnerBill => facts.partner_bill.as_ref().map(|b| b.id),
             BillTable::Diff => facts.diff.map(|d| d.id),
         };
         if expected != Some(r.row_id) {
-            find(
+            out.find(
                 InspectionRule::RowMatchesFacts,
                 Some(r),
                 format!(
@@ -170,24 +194,30 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
     ] {
         let n = rows.iter().filter(|r| r.table == table).count();
         if n > 1 {
-            find(
+            out.find(
                 InspectionRule::RowMatchesFacts,
                 None,
                 format!("{n} {} rows for one station-month", table.name()),
             );
         }
     }
-    // I2
-    for r in &rows {
+}
+
+/// I2: every `payment_status` is a known code.
+fn status_codes_known(rows: &[&ProjectedRow], out: &mut Findings) {
+    for r in rows {
         if PaymentStatus::from_code(r.payment_status_code.into()).is_none() {
-            find(
+            out.find(
                 InspectionRule::StatusCodeKnown,
                 Some(r),
                 format!("payment_status {} is no known code", r.payment_status_code),
             );
         }
     }
-    // I3
+}
+
+/// I3: the rows carry one decision (the first row is the reference).
+fn rows_agree(rows: &[&ProjectedRow], out: &mut Findings) {
     if let Some(first) = rows.first() {
         let shape = |r: &ProjectedRow| {
             (
@@ -200,7 +230,7 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
         };
         for r in rows.iter().skip(1) {
             if shape(r) != shape(first) {
-                find(
+                out.find(
                     InspectionRule::RowsAgree,
                     Some(r),
                     format!(
@@ -214,7 +244,16 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
             }
         }
     }
-    // I4
+}
+
+/// I4: `0 ≤ paid_amount ≤` the sum of this station-month's successful, non-voided
+/// results. A sum that overflows stops the inspection.
+fn paid_within_success_results(
+    facts: &BillFacts,
+    rows: &[&ProjectedRow],
+    out: &mut Findings,
+) -> Result<(), InspectError> {
+    let sm = facts.station_month;
     let success_sum = facts
         .results
         .iter()
@@ -229,9 +268,9 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
             station_month: sm,
             what: "sum of success results",
         })?;
-    for r in &rows {
+    for r in rows {
         if r.paid_amount_minor < 0 || r.paid_amount_minor > success_sum {
-            find(
+            out.find(
                 InspectionRule::PaidWithinSuccessResults,
                 Some(r),
                 format!(
@@ -241,12 +280,17 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
             );
         }
     }
-    // I5
+    Ok(())
+}
+
+/// I5: `current_payment_amount = pre_rent − paid_amount` on the partner bill and diff
+/// rows.
+fn current_is_pre_rent_minus_paid(facts: &BillFacts, rows: &[&ProjectedRow], out: &mut Findings) {
     let pre_rent = facts.partner_bill.as_ref().and_then(|b| b.pre_rent_minor);
     for r in rows.iter().filter(|r| r.table != BillTable::SmallBill) {
         let expected = pre_rent.and_then(|p| p.checked_sub(r.paid_amount_minor));
         if r.current_payment_amount_minor != expected {
-            find(
+            out.find(
                 InspectionRule::CurrentIsPreRentMinusPaid,
                 Some(r),
                 format!(
@@ -256,8 +300,12 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
             );
         }
     }
-    // I6
-    for r in &rows {
+}
+
+/// I6: locked ids come in pairs and point to a live lock of this station-month.
+fn locked_ids_point_to_live_lock(facts: &BillFacts, rows: &[&ProjectedRow], out: &mut Findings) {
+    let sm = facts.station_month;
+    for r in rows {
         match (r.locked_payment_order_id, r.locked_order_bill_id) {
             (None, None) => {}
             (Some(order_id), Some(line_id)) => {
@@ -267,7 +315,7 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
                         && matches!(l.status, LockStatus::Reserved | LockStatus::Active)
                 });
                 if !live {
-                    find(
+                    out.find(
                         InspectionRule::LockedIdsPointToLiveLock,
                         Some(r),
                         format!(
@@ -276,32 +324,42 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
                     );
                 }
             }
-            (order, line) => find(
+            (order, line) => out.find(
                 InspectionRule::LockedIdsPointToLiveLock,
                 Some(r),
                 format!("locked_payment_order_id {order:?} and locked_order_bill_id {line:?} come in pairs"),
             ),
         }
     }
-    // I7, I8
-    for r in &rows {
+}
+
+/// I7: status 50 paid has something paid; I8: status 99 only without a partner bill.
+fn statuses_match_payment_and_partner_bill(
+    facts: &BillFacts,
+    rows: &[&ProjectedRow],
+    out: &mut Findings,
+) {
+    for r in rows {
         let status = PaymentStatus::from_code(r.payment_status_code.into());
         if status == Some(PaymentStatus::Paid) && r.paid_amount_minor <= 0 {
-            find(
+            out.find(
                 InspectionRule::PaidStatusHasPayment,
                 Some(r),
                 format!("status 50 paid with paid_amount {}", r.paid_amount_minor),
             );
         }
         if status == Some(PaymentStatus::PartnerBillNotPushed) && facts.partner_bill.is_some() {
-            find(
+            out.find(
                 InspectionRule::NotPushedHasNoPartnerBill,
                 Some(r),
                 "status 99 partner bill not pushed, but a partner bill is recorded".into(),
             );
         }
     }
-    // I9
+}
+
+/// I9: a partner bill's partner org has a profile recorded (configured or not).
+fn partner_profile_recorded(facts: &BillFacts, out: &mut Findings) {
     if let Some(bill) = &facts.partner_bill {
         if facts.partner_profile == PartnerProfile::Unrecorded {
             let org = facts
@@ -309,7 +367,7 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
                 .iter()
                 .find(|a| a.id == bill.partner_account_id)
                 .map(|a| a.partner_org_id);
-            find(
+            out.find(
                 InspectionRule::PartnerProfileRecorded,
                 None,
                 format!(
@@ -319,8 +377,6 @@ pub fn inspect(facts: &BillFacts, rows: &[ProjectedRow]) -> Result<Vec<Finding>,
             );
         }
     }
-    findings.sort_by_key(|f| f.rule);
-    Ok(findings)
 }
 
 /// Why an inspection could not run. It is reported; it never undoes committed work.

@@ -1,7 +1,11 @@
 //! The pure fold: each fact event writes the right fact row and touches the right
 //! station-months; `project` turns facts into the three bill rows or a finding.
 
+use super::read::parse_time;
 use super::*;
+use crate::bill::tables::*;
+use crate::bill::*;
+use crate::table::{Cell, MemRow};
 use serde_json::json;
 
 fn sm(s: &str) -> StationMonth {
