@@ -10,7 +10,8 @@
 #      server cert under /etc/mysql/factledger-tls, restarting the server once if it
 #      ran without TLS) and export FACTLEDGER_TEST_MYSQL_TLS_CA for tests/tls.rs,
 #   2. drop stale `fl_test_*` databases left by earlier, interrupted runs,
-#   3. cargo fmt --check, cargo clippy -D warnings, cargo deny (supply chain: bans,
+#   3. the layer rule of src/ (tools/check-layers.sh, with its self-test),
+#      cargo fmt --check, cargo clippy -D warnings, cargo deny (supply chain: bans,
 #      licenses, sources always; advisories when the RustSec database can be
 #      fetched, else skipped with a message; cargo-deny is installed when missing),
 #      cargo test (dev profile, so dependencies are built once for it; no release
@@ -307,6 +308,10 @@ ensure_nats
 echo "FACTLEDGER_TEST_NATS_URL=$FACTLEDGER_TEST_NATS_URL"
 echo "RUST_TEST_THREADS=$RUST_TEST_THREADS"
 echo "CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-<default: ./target>}"
+
+section "layers (tools/check-layers.sh: infra <- runtime <- capability)"
+tools/check-layers.sh --self-test
+tools/check-layers.sh
 
 section "cargo fmt --check"
 cargo fmt --all -- --check

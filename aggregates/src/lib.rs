@@ -21,8 +21,10 @@ pub mod decide;
 pub mod invite;
 mod iso4217;
 pub mod money;
+pub mod refusal;
 pub mod upcast;
 pub mod wallet;
 
 pub use decide::{Decide, InvariantViolation};
 pub use money::{iso_currency, iso_currency_opt, AmountMinor, BoundedId, Currency, ParseError};
+pub use refusal::{Refusal, RefusalKind};

@@ -26,29 +26,13 @@ use factledger_aggregates::commission::{Commission, CommissionCommand, Commissio
 use factledger_aggregates::commission_rules::{CommissionRuleSet, RuleSetCommand};
 use factledger_aggregates::invite::{InviteCommand, InviteRelation};
 use factledger_aggregates::wallet::{Wallet, WalletError};
+use factledger_aggregates::Refusal;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Largest ingest page body: 500 orders of about 500 bytes each, with room. The rest
 /// of the API keeps [`crate::runtime::http::BODY_BYTES_MAX`].
 pub const INGEST_BODY_BYTES_MAX: usize = 1024 * 1024;
-
-/// A domain refusal of any aggregate, as a problem: unknown → 404, about a request
-/// field → 422, against the current state → 409.
-pub(crate) fn refusal(code: &'static str, field: Option<&'static str>, detail: String) -> Problem {
-    let status = if code.ends_with("NOT_FOUND") {
-        StatusCode::NOT_FOUND
-    } else if field.is_some() {
-        StatusCode::UNPROCESSABLE_ENTITY
-    } else {
-        StatusCode::CONFLICT
-    };
-    let p = Problem::new(status, code, detail);
-    match field {
-        Some(f) => p.field(f),
-        None => p,
-    }
-}
 
 /// The JSON object of a body; server-owned keys are refused naming the key.
 fn object(body: &JsonBody, server_owned: &[&str]) -> Result<Map<String, Value>, Problem> {
@@ -155,7 +139,7 @@ pub async fn ingest(
 
 fn commission_problem(e: CommissionOrWallet) -> Problem {
     match e {
-        CommissionOrWallet::Commission(c) => refusal(c.code(), c.field(), c.to_string()),
+        CommissionOrWallet::Commission(c) => Problem::refusal(&c),
         CommissionOrWallet::Wallet(w) => w.into(),
     }
 }
@@ -305,7 +289,7 @@ pub async fn post_on_order(
         correct,
     )
     .await
-    .map_err(|e| unit_problem(e, |d| refusal(d.code(), d.field(), d.to_string())))?;
+    .map_err(|e| unit_problem(e, |d| Problem::refusal(&d)))?;
     Ok(Json(WriteResponse {
         events: done.events,
         position: done.position,
@@ -423,7 +407,7 @@ async fn write<A>(
 where
     A: factledger_aggregates::Decide + Clone + 'static,
     A::Command: Clone,
-    A::Error: Coded,
+    A::Error: Refusal,
 {
     let done = run_command::<A>(
         &state.store,
@@ -432,30 +416,9 @@ where
         cmd,
     )
     .await
-    .map_err(|e| unit_problem(e, |d: A::Error| refusal(d.code(), d.field(), d.to_string())))?;
+    .map_err(|e| unit_problem(e, |d: A::Error| Problem::refusal(&d)))?;
     Ok(Json(WriteResponse {
         events: done.events,
         position: done.position,
     }))
 }
-
-/// A domain error with a stable code and the field at fault.
-pub(crate) trait Coded {
-    fn code(&self) -> &'static str;
-    fn field(&self) -> Option<&'static str>;
-}
-
-macro_rules! coded {
-    ($($t:ty),*) => {$(
-        impl Coded for $t {
-            fn code(&self) -> &'static str { <$t>::code(self) }
-            fn field(&self) -> Option<&'static str> { <$t>::field(self) }
-        }
-    )*};
-}
-coded!(
-    factledger_aggregates::commission_rules::RuleSetError,
-    factledger_aggregates::affiliate_link::LinkError,
-    factledger_aggregates::invite::InviteError,
-    factledger_aggregates::campaign::CampaignError
-);

@@ -17,17 +17,15 @@ use crate::runtime::http::body::{typed, JsonBody};
 use crate::runtime::http::WriteResponse;
 use crate::runtime::http::{AppState, Caller, Problem};
 
-use crate::runtime::unit::{run_command, run_unit, UnitError, UnitOutcome};
+use crate::runtime::unit::{run_command, UnitError, UnitOutcome};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use factledger_aggregates::bill::claim::{ClaimKind, CLAIM_LEDGER_REF_TYPE};
-use factledger_aggregates::bill::payment_result::writes_back_to_line;
 use factledger_aggregates::bill::{
     station_month_stream_id, BillError, BillId, BillLockCommand, BillLocks, BillMonth, PartnerBill,
     PartnerBillCommand, PaymentOrder, PaymentOrderCommand, PaymentResult, PaymentResultCommand,
-    PaymentResultEvent, RecordPaymentResult, Reference, ReferenceCommand, RefusalKind,
-    WriteLineResult,
+    RecordPaymentResult, Reference, ReferenceCommand,
 };
 use factledger_aggregates::Decide;
 use serde::de::DeserializeOwned;
@@ -38,16 +36,7 @@ type Written = (StatusCode, Json<WriteResponse>);
 
 /// A bill refusal as a problem (see the module doc for the statuses).
 fn bill_problem(e: BillError) -> Problem {
-    let status = match e.kind() {
-        RefusalKind::NotFound => StatusCode::NOT_FOUND,
-        RefusalKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
-        RefusalKind::Conflict => StatusCode::CONFLICT,
-    };
-    let p = Problem::new(status, e.code(), e.to_string());
-    match e.field() {
-        Some(f) => p.field(f),
-        None => p,
-    }
+    Problem::refusal(&e)
 }
 
 /// A unit that did not commit, as a problem (the bill refusal mapped by
@@ -639,49 +628,10 @@ pub async fn record_payment_result(
     caller.require_write()?;
     let record: RecordPaymentResult = parse(&body, vec![("recorded_at", now_text())])?;
     let metadata = caller.metadata(&state.config.country_code, None);
-    let done = run_unit(&state.store, &metadata, |mut unit| {
-        let record = record.clone();
-        async move {
-            // The result first (the business root), then its order (R-WAL-3 order).
-            let rid = record.result_id.to_string();
-            let mut result = unit.load::<PaymentResult, BillError>(&rid).await?;
-            let cmd = PaymentResultCommand::RecordPaymentResult(record.clone());
-            let events = unit.decide::<PaymentResult, BillError>(&mut result, &rid, cmd)?;
-            if let Some(write_back) = events.first().and_then(|e| line_write_back(&record, e)) {
-                let oid = write_back.order_id.to_string();
-                let mut order = unit.load::<PaymentOrder, BillError>(&oid).await?;
-                let cmd = PaymentOrderCommand::WriteLineResult(write_back);
-                unit.decide::<PaymentOrder, BillError>(&mut order, &oid, cmd)?;
-            }
-            Ok(((), unit))
-        }
-    })
-    .await
-    .map_err(unit_problem)?;
+    let done = crate::bill::commands::record_payment_result(&state.store, &metadata, record)
+        .await
+        .map_err(unit_problem)?;
     Ok(written(done))
-}
-
-/// The line write-back a newly recorded result asks for, if any.
-fn line_write_back(
-    record: &RecordPaymentResult,
-    event: &PaymentResultEvent,
-) -> Option<WriteLineResult> {
-    if !writes_back_to_line(event) {
-        return None;
-    }
-    Some(WriteLineResult {
-        order_id: record.order_id?,
-        line_id: record.line_id?,
-        result_id: record.result_id,
-        station_id: record.small_station_id,
-        month: record.month.clone(),
-        status: record.status,
-        amount_minor: record.amount_minor,
-        paid_at: record.paid_at,
-        fail_reason: record.fail_reason.clone(),
-        trigger_source: record.trigger_source,
-        at: record.recorded_at,
-    })
 }
 
 /// `POST /v1/bills/payment-results/{result_id}:void`: void a recorded result (once; a

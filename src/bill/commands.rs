@@ -10,6 +10,10 @@
 //! | payment-order line    | —                                               | `LINE:<line_id>`                            |
 //! | lock reservation      | the order and line it holds, current publication (F14) | `LOCK:<lock_id>`                     |
 //!
+//! A payment result is a unit of its own kind: the result's stream first, then — when
+//! the result writes back to a payment-order line — that order's stream, so the line
+//! and the result never disagree ([`record_payment_result`]).
+//!
 //! Each is a `run_unit`: the holder's stream first (the business root), then the claim
 //! streams in id order. A concurrent unit that took the same id makes this one's
 //! append conflict; it is then decided again and refused with the claim's code. The
@@ -26,10 +30,12 @@ use crate::infra::store::{DynStore, Metadata};
 use crate::runtime::unit::{run_unit, UnitBuilder, UnitError, UnitOutcome};
 use chrono::{DateTime, Utc};
 use factledger_aggregates::bill::lock::check_hold;
+use factledger_aggregates::bill::payment_result::writes_back_to_line;
 use factledger_aggregates::bill::{
     station_month_stream_id, AddLine, BillError, BillIdClaim, BillLockCommand, BillLocks,
-    ClaimCommand, ClaimKind, PartnerBill, PaymentOrder, PaymentOrderCommand, RecordDiff,
-    RecordSmallBill, ReserveLock, StationMonth, StationMonthCommand,
+    ClaimCommand, ClaimKind, PartnerBill, PaymentOrder, PaymentOrderCommand, PaymentResult,
+    PaymentResultCommand, PaymentResultEvent, RecordDiff, RecordPaymentResult, RecordSmallBill,
+    ReserveLock, StationMonth, StationMonthCommand, WriteLineResult,
 };
 
 /// What a bill unit returns: nothing beyond its events.
@@ -195,4 +201,55 @@ pub async fn reserve_lock(store: &DynStore, metadata: &Metadata, cmd: ReserveLoc
         }
     })
     .await
+}
+
+/// A payment result, and in the same unit the write-back to its order's line when the
+/// result asks for one (R-BILL-3): the result first (the business root), then its
+/// order (R-WAL-3 order).
+pub async fn record_payment_result(
+    store: &DynStore,
+    metadata: &Metadata,
+    record: RecordPaymentResult,
+) -> BillOutcome {
+    run_unit(store, metadata, |mut unit| {
+        let record = record.clone();
+        async move {
+            // The result first (the business root), then its order (R-WAL-3 order).
+            let rid = record.result_id.to_string();
+            let mut result = unit.load::<PaymentResult, BillError>(&rid).await?;
+            let cmd = PaymentResultCommand::RecordPaymentResult(record.clone());
+            let events = unit.decide::<PaymentResult, BillError>(&mut result, &rid, cmd)?;
+            if let Some(write_back) = events.first().and_then(|e| line_write_back(&record, e)) {
+                let oid = write_back.order_id.to_string();
+                let mut order = unit.load::<PaymentOrder, BillError>(&oid).await?;
+                let cmd = PaymentOrderCommand::WriteLineResult(write_back);
+                unit.decide::<PaymentOrder, BillError>(&mut order, &oid, cmd)?;
+            }
+            Ok(((), unit))
+        }
+    })
+    .await
+}
+
+/// The line write-back a newly recorded result asks for, if any.
+fn line_write_back(
+    record: &RecordPaymentResult,
+    event: &PaymentResultEvent,
+) -> Option<WriteLineResult> {
+    if !writes_back_to_line(event) {
+        return None;
+    }
+    Some(WriteLineResult {
+        order_id: record.order_id?,
+        line_id: record.line_id?,
+        result_id: record.result_id,
+        station_id: record.small_station_id,
+        month: record.month.clone(),
+        status: record.status,
+        amount_minor: record.amount_minor,
+        paid_at: record.paid_at,
+        fail_reason: record.fail_reason.clone(),
+        trigger_source: record.trigger_source,
+        at: record.recorded_at,
+    })
 }

@@ -8,6 +8,8 @@ pub mod commands;
 pub mod order_status;
 pub mod projection;
 pub mod refresh;
+#[cfg(test)]
+mod schema_tests;
 pub mod snapshots;
 
 /// This capability's HTTP routes; the composition root merges them (`server::router`).

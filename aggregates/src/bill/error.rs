@@ -5,16 +5,7 @@
 use super::events::OrderStatusCode;
 use super::values::ClaimKind;
 
-/// How a refusal reads to a client: the HTTP edge maps it once (404 / 422 / 409).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefusalKind {
-    /// The thing the command is about does not exist.
-    NotFound,
-    /// The request itself is wrong (a field contradicts the stream or another field).
-    Invalid,
-    /// The request is well formed but the current state does not allow it.
-    Conflict,
-}
+pub use crate::refusal::RefusalKind;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BillError {

@@ -13,6 +13,7 @@ use crate::runtime::bus::BusError;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use factledger_aggregates::wallet::WalletError;
+use factledger_aggregates::{Refusal, RefusalKind};
 use serde::Serialize;
 
 /// A problem as it travels through handlers: small (the `type` URI and `title` are
@@ -174,24 +175,27 @@ impl IntoResponse for Problem {
     }
 }
 
-impl From<WalletError> for Problem {
-    fn from(e: WalletError) -> Self {
-        let status = match e {
-            WalletError::NotFound => StatusCode::NOT_FOUND,
-            WalletError::CurrencyMismatch { .. }
-            | WalletError::BalanceOverflow { .. }
-            | WalletError::ReasonTooLong { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            WalletError::AlreadyOpen
-            | WalletError::InsufficientBalance { .. }
-            | WalletError::WithdrawalsBlocked { .. }
-            | WalletError::AlreadyBlocked { .. }
-            | WalletError::BlockNotFound { .. } => StatusCode::CONFLICT,
+impl Problem {
+    /// A domain refusal of any aggregate: 404 (unknown), 422 (the request contradicts
+    /// itself or its stream), 409 (the current state does not allow it), with the
+    /// aggregate's stable `code` and `field`. The one place refusals become answers.
+    pub fn refusal<R: Refusal + ?Sized>(e: &R) -> Problem {
+        let status = match e.kind() {
+            RefusalKind::NotFound => StatusCode::NOT_FOUND,
+            RefusalKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+            RefusalKind::Conflict => StatusCode::CONFLICT,
         };
         let p = Problem::new(status, e.code(), e.to_string());
         match e.field() {
             Some(f) => p.field(f),
             None => p,
         }
+    }
+}
+
+impl From<WalletError> for Problem {
+    fn from(e: WalletError) -> Self {
+        Problem::refusal(&e)
     }
 }
 
