@@ -1,0 +1,86 @@
+//! The subcommands of the `factledger` binary: flags in `args`, one file per group
+//! of commands; `run` dispatches.
+
+mod args;
+mod common;
+mod jobs;
+mod log;
+mod projections;
+mod serve;
+
+pub use args::Cli;
+use args::{CallbacksAction, Command, CronAction, OutboxAction};
+use common::Global;
+use std::process::ExitCode;
+
+/// Run one parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let Cli {
+        database_url,
+        integrity_keys,
+        anchor_file,
+        command,
+    } = cli;
+    let g = &Global {
+        database_url,
+        integrity_keys,
+        anchor_file,
+    };
+    match command {
+        Command::Serve {
+            listen,
+            http,
+            country_code,
+            environment,
+            public_url,
+            cron_lease_ms,
+            test_cron_heartbeat,
+            outbox,
+            platform_countries,
+            settlement_every,
+            anchor_every_s,
+        } => {
+            let flags = serve::ServeFlags {
+                listen,
+                http,
+                country_code,
+                environment,
+                public_url,
+                cron_lease_ms,
+                test_cron_heartbeat,
+                outbox,
+                platform_countries,
+                settlement_every,
+                anchor_every_s,
+            };
+            serve::serve(g, flags).await
+        }
+        Command::Migrate => log::migrate(g).await,
+        Command::CatchUp => projections::catch_up(g).await,
+        Command::Rebuild {
+            projection,
+            scope,
+            batch_events,
+            pause_ms,
+        } => projections::rebuild(g, projection, scope, batch_events, pause_ms).await,
+        Command::Reconcile { repair } => projections::reconcile(g, repair).await,
+        Command::Events {
+            aggregate_type,
+            aggregate_id,
+        } => log::events(g, aggregate_type, aggregate_id).await,
+        Command::Verify { stream, json } => log::verify(g, stream, json).await,
+        Command::Anchor => log::anchor(g).await,
+        Command::Integrity { action } => log::integrity(g, action),
+        Command::Keys { action } => log::keys(g, action).await,
+        Command::Jobs { action } => jobs::jobs(&g.database_url, &g.integrity_keys, action).await,
+        Command::Cron {
+            action: CronAction::List,
+        } => jobs::cron_list(g).await,
+        Command::Outbox {
+            action: OutboxAction::Status,
+        } => jobs::outbox_status(g).await,
+        Command::Callbacks {
+            action: CallbacksAction::ReplayFailed { revive },
+        } => jobs::callbacks_replay_failed(g, revive).await,
+    }
+}

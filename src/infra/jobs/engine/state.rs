@@ -1,0 +1,116 @@
+//! The engine's internal state and the records a claim and a completion pass
+//! around: registered kinds, the shared inner state, handles, claim candidates.
+
+use super::types::*;
+use crate::infra::db::Db;
+use crate::infra::jobs::JobKind;
+use crate::infra::store::DynStore;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+pub(super) struct Registered {
+    pub(super) kind: &'static JobKind,
+    pub(super) handler: Arc<dyn JobHandler>,
+}
+
+pub(super) struct Inner {
+    pub(super) db: Db,
+    pub(super) store: DynStore,
+    pub(super) kinds: BTreeMap<&'static str, Registered>,
+    /// Capped kinds, for the total quota.
+    pub(super) capped: Vec<&'static str>,
+    pub(super) total_cap: i64,
+    pub(super) config: EngineConfig,
+    pub(super) kicks: mpsc::Sender<Vec<String>>,
+    pub(super) kick_rx: std::sync::Mutex<Option<mpsc::Receiver<Vec<String>>>>,
+    pub(super) completions: mpsc::Sender<(Completion, oneshot::Sender<Result<Completed, String>>)>,
+}
+
+/// The job engine of this process. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    pub(super) inner: Arc<Inner>,
+}
+
+/// A handle on an engine that does not keep it alive: for handlers that use the
+/// engine they are registered in (a strong handle there would be a cycle that never
+/// drops the pool or the completer).
+#[derive(Clone, Default)]
+pub struct WeakEngine {
+    pub(super) inner: std::sync::Weak<Inner>,
+}
+
+impl WeakEngine {
+    pub fn upgrade(&self) -> Option<Engine> {
+        self.inner.upgrade().map(|inner| Engine { inner })
+    }
+}
+
+/// Background tasks of a started engine; dropping it stops them (rounds in flight are
+/// abandoned like a crash: their leases expire and are recovered).
+pub struct Running {
+    pub(super) tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Columns of a job read for a claim (the order `claimed_from_row` reads).
+pub(super) const CLAIM_COLUMNS: &str = "id, code, business_key, payload, retry_count, \
+     max_retry_count, running_attempt, request_generation, request_id, trace_id, \
+     first_failed_at_ms";
+
+pub(super) struct Candidate {
+    pub(super) id: i64,
+    pub(super) code: String,
+    pub(super) business_key: String,
+    pub(super) payload: String,
+    pub(super) retry_count: i32,
+    pub(super) max_retry_count: i32,
+    pub(super) running_attempt: i64,
+    pub(super) request_generation: i64,
+    pub(super) request_id: Option<String>,
+    pub(super) trace_id: Option<String>,
+    pub(super) first_failed_at_ms: Option<i64>,
+}
+
+/// How a claim picks and checks its jobs.
+#[derive(Debug, Clone)]
+pub(super) enum Pick {
+    /// The automatic scan's query, at most this many.
+    Due(i64),
+    /// These job ids; `auto` applies the scan's due-time, retry-limit and quota rules
+    /// (kick), without it none of them (manual retry).
+    Ids { ids: Vec<i64>, auto: bool },
+}
+
+/// What completing a round writes.
+#[derive(Debug)]
+pub(super) struct Completion {
+    pub(super) id: i64,
+    pub(super) running_attempt: i64,
+    pub(super) generation: i64,
+    pub(super) retry_count: i32,
+    pub(super) max_retry_count: i32,
+    pub(super) backoff: crate::infra::jobs::Backoff,
+    pub(super) outcome: Result<RoundReport, JobFailure>,
+    pub(super) started_at_ms: i64,
+}
+
+/// What completing did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Completed {
+    Succeeded,
+    Failed {
+        exhausted: bool,
+    },
+    Requeued,
+    /// The claim was no longer current: nothing was written.
+    Stale,
+}
