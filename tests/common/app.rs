@@ -1,28 +1,232 @@
-//! A running service on an ephemeral port with one API key per role, for tests that
-//! drive the HTTP API as different callers (parsing, scope, role matrix).
+//! The one in-process service the tests start. [`spawn_app`] is a builder, awaited
+//! directly or after its options: it opens the database, bootstraps the first admin
+//! key into a fresh key directory, makes the role keys asked for, and serves HTTP on
+//! an ephemeral loopback port until the returned [`App`] is dropped.
+//!
+//! What differs between tests is an option of the builder: the `ServeOptions`
+//! (settlement cron, HTTP limits, extra job kinds, callbacks, stall alerts, ...), the
+//! role keys, the database URL and the HTTP client. [`RoleApp`] is a view of an
+//! [`App`] with one key per role, for tests that drive the HTTP API as different
+//! callers (parsing, scope, role matrix).
 
 use super::TestDb;
 use factledger::infra::auth::{KeyStore, Role};
+use factledger::server::{ServeOptions, SettlementCron};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
+use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
+use std::pin::Pin;
 
-pub struct RoleApp {
+/// A running service on an ephemeral loopback port; the server stops when it is
+/// dropped (and with it the service's background: jobs, cron, projectors, relays).
+pub struct App {
     pub base: String,
+    pub addr: SocketAddr,
+    /// The first admin key: its secret and id.
     pub admin: String,
+    pub admin_key_id: String,
+    /// Secrets of the keys asked for with [`AppBuilder::role_keys`]; empty otherwise.
     pub service: String,
     pub operator: String,
     pub auditor: String,
     pub keys: KeyStore,
     pub store: factledger::infra::store::DynStore,
+    /// A clone of the state being served (jobs engine, projections, buses, ...).
+    pub state: factledger::runtime::http::AppState,
     pub client: reqwest::Client,
     pub key_dir: tempfile::TempDir,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for RoleApp {
+impl Drop for App {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// How to start an [`App`]: see [`spawn_app`].
+#[must_use = "await the builder to start the service"]
+pub struct AppBuilder {
+    url: String,
+    options: ServeOptions,
+    roles: Vec<Role>,
+    client: Option<reqwest::Client>,
+}
+
+/// Start the service on `db` with `ServeOptions::default()` (what
+/// `factledger::server::start` uses); `.await` it directly or after its options.
+pub fn spawn_app(db: &TestDb) -> AppBuilder {
+    spawn_app_at(&db.url)
+}
+
+/// [`spawn_app`] on a database given by URL (a database server the test runs itself,
+/// e.g. [`super::mariadb::PrivateMariadb`], or a user with fewer rights).
+pub fn spawn_app_at(url: &str) -> AppBuilder {
+    AppBuilder {
+        url: url.to_owned(),
+        options: ServeOptions::default(),
+        roles: Vec::new(),
+        client: None,
+    }
+}
+
+impl AppBuilder {
+    /// Serve with these options instead of the default ones.
+    pub fn options(mut self, options: ServeOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Change the options in place.
+    pub fn configure(mut self, change: impl FnOnce(&mut ServeOptions)) -> Self {
+        change(&mut self.options);
+        self
+    }
+
+    /// No settlement cron: a firing on a 5-minute boundary would release commissions
+    /// a test expects to release itself.
+    pub fn settlement_off(self) -> Self {
+        self.configure(|o| o.settlement_cron = SettlementCron::Off)
+    }
+
+    /// The HTTP listener's timeouts, connection cap and rate limit.
+    pub fn http_limits(self, limits: factledger::runtime::http::limits::HttpLimits) -> Self {
+        self.configure(|o| o.http_limits = limits)
+    }
+
+    /// Make one key per role, in this order, before serving (their secrets are
+    /// [`App::service`], [`App::operator`] and [`App::auditor`]; the admin's is the
+    /// first key's). Every key made is an event in the log.
+    pub fn role_keys(mut self, roles: &[Role]) -> Self {
+        self.roles.extend_from_slice(roles);
+        self
+    }
+
+    /// The client the tests send with (default: `reqwest::Client::new()`).
+    pub fn client(mut self, client: reqwest::Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Start the service and serve it.
+    pub async fn spawn(self) -> App {
+        let key_dir = tempfile::tempdir().expect("key dir");
+        let started = factledger::server::start_with(&self.url, "ID", key_dir.path(), self.options)
+            .await
+            .expect("server starts");
+        let admin = started.admin_key.expect("first start creates an admin key");
+        let state = started.state;
+        let mut secrets = [String::new(), String::new(), String::new()];
+        for role in self.roles {
+            let slot = match role {
+                Role::Service => 0,
+                Role::Operator => 1,
+                Role::Auditor => 2,
+                Role::Admin => panic!("the start makes the first admin key"),
+            };
+            secrets[slot] = state.keys.create(role).await.expect("create key").secret;
+        }
+        let [service, operator, auditor] = secrets;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let served = state.clone();
+        let task = tokio::spawn(async move {
+            factledger::server::serve(served, listener, std::future::pending())
+                .await
+                .expect("serve");
+        });
+        App {
+            base: format!("http://{addr}"),
+            addr,
+            admin: admin.secret,
+            admin_key_id: admin.key_id,
+            service,
+            operator,
+            auditor,
+            keys: state.keys.clone(),
+            store: state.store.clone(),
+            state,
+            client: self.client.unwrap_or_default(),
+            key_dir,
+            task,
+        }
+    }
+}
+
+impl IntoFuture for AppBuilder {
+    type Output = App;
+    type IntoFuture = Pin<Box<dyn Future<Output = App> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.spawn())
+    }
+}
+
+impl App {
+    /// The service as most tests want it: default options, no settlement cron.
+    pub async fn start(db: &TestDb) -> App {
+        spawn_app(db).settlement_off().await
+    }
+
+    /// [`spawn_app`] with these options.
+    pub async fn start_with(db: &TestDb, options: ServeOptions) -> App {
+        spawn_app(db).options(options).await
+    }
+
+    /// [`App::start_with`] on a database given by URL.
+    pub async fn start_at(url: &str, options: ServeOptions) -> App {
+        spawn_app_at(url).options(options).await
+    }
+
+    /// POST a JSON body as the admin: status and JSON body.
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.admin)
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// GET as the admin: status and JSON body.
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.admin)
+            .send()
+            .await
+            .expect("request");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+/// An [`App`] with one key per role (service, operator, auditor besides the admin),
+/// driven as different callers.
+pub struct RoleApp(App);
+
+impl std::ops::Deref for RoleApp {
+    type Target = App;
+
+    fn deref(&self) -> &App {
+        &self.0
+    }
+}
+
+pub async fn spawn_roles(db: &TestDb) -> RoleApp {
+    RoleApp(
+        spawn_app(db)
+            .role_keys(&[Role::Service, Role::Operator, Role::Auditor])
+            .await,
+    )
 }
 
 /// A response read whole.
@@ -47,45 +251,6 @@ impl Reply {
         );
         assert_eq!(self.body["code"], code, "{}", self.body);
         assert_eq!(self.body["field"].as_str(), field, "{}", self.body);
-    }
-}
-
-pub async fn spawn_roles(db: &TestDb) -> RoleApp {
-    let key_dir = tempfile::tempdir().expect("key dir");
-    let started = factledger::server::start(&db.url, "ID", key_dir.path())
-        .await
-        .expect("server starts");
-    let admin = started.admin_key.expect("first start creates an admin key");
-    let keys = started.state.keys.clone();
-    let store = started.state.store.clone();
-    let secret = |role| {
-        let keys = keys.clone();
-        async move { keys.create(role).await.expect("create key").secret }
-    };
-    let service = secret(Role::Service).await;
-    let operator = secret(Role::Operator).await;
-    let auditor = secret(Role::Auditor).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    let state = started.state;
-    let task = tokio::spawn(async move {
-        factledger::server::serve(state, listener, std::future::pending())
-            .await
-            .expect("serve");
-    });
-    RoleApp {
-        base: format!("http://{addr}"),
-        admin: admin.secret,
-        service,
-        operator,
-        auditor,
-        keys,
-        store,
-        client: reqwest::Client::new(),
-        key_dir,
-        task,
     }
 }
 

@@ -1,5 +1,5 @@
 //! Bill facts recorded through the aggregates, for the bill process tests
-//! (`tests/bill_order_status.rs`, `tests/bill_snapshots.rs`).
+//! (`tests/suite/bill_order_status.rs`, `tests/suite/bill_snapshots.rs`).
 #![allow(dead_code)]
 
 use crate::common::{meta, TestDb};

@@ -260,94 +260,11 @@ pub fn assert_alert_context(alert: &serde_json::Value) {
     }
 }
 
-/// A running service on an ephemeral loopback port: its base URL and the first admin
-/// key; the server stops when the handle is dropped.
-pub struct Server {
-    pub base: String,
-    pub admin: String,
-    pub admin_key_id: String,
-    pub client: reqwest::Client,
-    _key_dir: tempfile::TempDir,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Server {
-    pub async fn start(db: &TestDb) -> Server {
-        // Settlement stays off: a firing on a 5-minute boundary would release
-        // commissions a test expects to release itself.
-        let options = factledger::server::ServeOptions {
-            settlement_cron: factledger::server::SettlementCron::Off,
-            ..Default::default()
-        };
-        Self::start_with(db, options).await
-    }
-
-    /// [`Server::start`] with these options.
-    pub async fn start_with(db: &TestDb, options: factledger::server::ServeOptions) -> Server {
-        Self::start_at(&db.url, options).await
-    }
-
-    /// [`Server::start_with`] on a database given by URL (a database server the test
-    /// runs itself, e.g. [`mariadb::PrivateMariadb`]).
-    pub async fn start_at(url: &str, options: factledger::server::ServeOptions) -> Server {
-        let key_dir = tempfile::tempdir().expect("key dir");
-        let started = factledger::server::start_with(url, "ID", key_dir.path(), options)
-            .await
-            .expect("server starts");
-        let admin = started.admin_key.expect("first start creates an admin key");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("local addr");
-        let state = started.state;
-        let task = tokio::spawn(async move {
-            factledger::server::serve(state, listener, std::future::pending())
-                .await
-                .expect("serve");
-        });
-        Server {
-            base: format!("http://{addr}"),
-            admin: admin.secret,
-            admin_key_id: admin.key_id,
-            client: reqwest::Client::new(),
-            _key_dir: key_dir,
-            task,
-        }
-    }
-
-    /// POST a JSON body as the admin: status and JSON body.
-    pub async fn post(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
-        let r = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(&self.admin)
-            .json(&body)
-            .send()
-            .await
-            .expect("request");
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(serde_json::Value::Null))
-    }
-
-    /// GET as the admin: status and JSON body.
-    pub async fn get(&self, path: &str) -> (u16, serde_json::Value) {
-        let r = self
-            .client
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(&self.admin)
-            .send()
-            .await
-            .expect("request");
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(serde_json::Value::Null))
-    }
-}
+/// The running service most tests use (see [`app`]): `Server::start(&db)` is the
+/// service with default options and no settlement cron.
+/// (Not every test binary uses every name.)
+#[allow(unused_imports)]
+pub use app::{spawn_app, spawn_app_at, App as Server};
 
 /// Affiliate reference data: rules for SHOPEE × ID from 2026-01-01 (M = min(platform
 /// commission, 10 % of GMV); cashback 60 % of M, inviter 10 %, released 7 days after

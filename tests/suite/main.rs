@@ -1,0 +1,52 @@
+//! The integration suite in one test binary (linking the whole service once instead
+//! of once per file): one module per former `tests/<name>.rs`, so a test is named
+//! `<module>::<test>` (a `both_backends!` test: `<module>::<test>::sqlite` and
+//! `::mysql`). Shared support lives in `tests/common`; the one in-process service
+//! is `common::app::spawn_app`.
+//!
+//! Kept out of this process, each in a binary of its own kind:
+//! - `tests/process_wide`: tests that read or install process-wide state (the
+//!   Prometheus recorder's series, a global tracing subscriber) and must not see
+//!   this suite's traffic in it;
+//! - `tests/faults_db_restart.rs`, `tests/faults_two_serves.rs`: fault tests that
+//!   kill and restart databases and `serve` processes under load.
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+/// Bill facts for the bill process tests (`bill_order_status`, `bill_snapshots`).
+#[path = "../common/bill_env.rs"]
+mod bill_env;
+
+mod affiliate_api;
+mod affiliate_projections;
+mod api;
+mod bill_invariants;
+mod bill_order_status;
+mod bill_projection;
+mod bill_refresh;
+mod bill_snapshots;
+mod bills_api;
+mod bus;
+mod callbacks;
+mod cli;
+mod cron;
+mod fencing;
+mod fuzz_findings;
+mod ingest;
+mod integrity;
+mod jobs;
+mod jobs_api;
+mod least_privilege;
+mod parsing;
+mod platform_sync;
+mod projection;
+mod projector_property;
+mod rebuild;
+mod reconcile;
+mod role_matrix;
+mod scope;
+mod settlement;
+mod store;
+mod tls;
+mod unit;
