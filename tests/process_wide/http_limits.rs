@@ -4,8 +4,8 @@
 use crate::common;
 
 use common::TestDb;
-use factledger::runtime::http::limits::HttpLimits;
 use factledger::infra::auth::Role;
+use factledger::runtime::http::limits::HttpLimits;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -6,7 +6,6 @@ use crate::common;
 
 use async_trait::async_trait;
 use common::{exec, scalar, TestDb};
-use factledger::infra::auth::Role;
 use factledger::callbacks::inbox::{self, CallbackRow};
 use factledger::callbacks::verify::hmac_sha256_hex;
 use factledger::callbacks::{
@@ -14,6 +13,7 @@ use factledger::callbacks::{
     NormalizedCallback, Registry, ReplayFailedOptions, Secret, Verifier, VerifyStatus,
     CALLBACK_REPLAY,
 };
+use factledger::infra::auth::Role;
 use factledger::infra::db::{now_ms, Db};
 use factledger::infra::jobs::{ops, JobStatus, JobSubmit, Selector};
 use factledger::infra::store::{Fence, UnitOfWork};

@@ -6,7 +6,9 @@ use crate::common;
 use async_trait::async_trait;
 use common::{exec, TestDb};
 use factledger::infra::auth::Role;
-use factledger::infra::jobs::{ClaimedJob, JobFailure, JobHandler, JobKind, JobSubmit, RoundReport};
+use factledger::infra::jobs::{
+    ClaimedJob, JobFailure, JobHandler, JobKind, JobSubmit, RoundReport,
+};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::sync::Arc;

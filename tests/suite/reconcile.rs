@@ -6,11 +6,11 @@ use crate::common;
 
 use common::{run, TestDb};
 use factledger::infra::auth::Role;
-use factledger::runtime::bus::CommandBus;
 use factledger::infra::db::Db;
+use factledger::infra::store;
+use factledger::runtime::bus::CommandBus;
 use factledger::runtime::projection::catch_up_wallet;
 use factledger::runtime::reconcile::{self, FindingClass, ReconcileOptions, Report, RunStatus};
-use factledger::infra::store;
 use factledger_aggregates::wallet::Wallet;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
