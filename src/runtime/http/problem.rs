@@ -255,6 +255,33 @@ where
     }
 }
 
+/// A unit that did not commit, as a problem; `domain` maps the aggregate's refusal.
+pub(crate) fn unit_problem<E: std::error::Error>(
+    e: crate::runtime::unit::UnitError<E>,
+    domain: impl Fn(E) -> Problem,
+) -> Problem {
+    match e {
+        crate::runtime::unit::UnitError::Refused(d) => domain(d),
+        crate::runtime::unit::UnitError::Conflict(n) => Problem::new(
+            StatusCode::CONFLICT,
+            "CONCURRENCY_CONFLICT",
+            format!("the streams kept changing; gave up after {n} attempts, nothing written"),
+        ),
+        crate::runtime::unit::UnitError::DuplicateLedgerRef(r) => Problem::new(
+            StatusCode::CONFLICT,
+            "DUPLICATE_LEDGER_REF",
+            format!("ledger reference {r} already exists; nothing written"),
+        ),
+        crate::runtime::unit::UnitError::TooManyStreams => Problem::internal(e.to_string()),
+        crate::runtime::unit::UnitError::Invariant(v) => Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INVARIANT_VIOLATION",
+            format!("stored events contradict the aggregate: {v}"),
+        ),
+        crate::runtime::unit::UnitError::Store(s) => s.into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,32 +424,5 @@ mod tests {
             .retry_after(3)
             .into_response();
         assert_eq!(response.headers()[header::RETRY_AFTER], "3");
-    }
-}
-
-/// A unit that did not commit, as a problem; `domain` maps the aggregate's refusal.
-pub(crate) fn unit_problem<E: std::error::Error>(
-    e: crate::runtime::unit::UnitError<E>,
-    domain: impl Fn(E) -> Problem,
-) -> Problem {
-    match e {
-        crate::runtime::unit::UnitError::Refused(d) => domain(d),
-        crate::runtime::unit::UnitError::Conflict(n) => Problem::new(
-            StatusCode::CONFLICT,
-            "CONCURRENCY_CONFLICT",
-            format!("the streams kept changing; gave up after {n} attempts, nothing written"),
-        ),
-        crate::runtime::unit::UnitError::DuplicateLedgerRef(r) => Problem::new(
-            StatusCode::CONFLICT,
-            "DUPLICATE_LEDGER_REF",
-            format!("ledger reference {r} already exists; nothing written"),
-        ),
-        crate::runtime::unit::UnitError::TooManyStreams => Problem::internal(e.to_string()),
-        crate::runtime::unit::UnitError::Invariant(v) => Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "INVARIANT_VIOLATION",
-            format!("stored events contradict the aggregate: {v}"),
-        ),
-        crate::runtime::unit::UnitError::Store(s) => s.into(),
     }
 }
