@@ -24,7 +24,13 @@
 //! the number of commissions, not with the log; paging them like the wallet pass is
 //! the next step when that matters.
 
-use super::*;
+use super::diff::*;
+use super::pages::*;
+use super::pass::*;
+use super::report::*;
+use super::rows::*;
+use crate::infra::db::Db;
+use crate::infra::store::{DynStore, StoredEvent};
 use crate::runtime::projector::{mysql_cells, select_sql, sqlite_cells};
 use factledger_aggregates::commission::{
     Commission, CommissionEvent, CommissionStatus, COMMISSION_ADJUSTMENT_REF_TYPE,
@@ -33,6 +39,9 @@ use factledger_aggregates::commission::{
 use factledger_aggregates::wallet::EntryType;
 use factledger_aggregates::Decide;
 use factledger_projections::table::{Cell, MemRow, MemTables, Projector, TableDef};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the commissions (`expected`) and the wallet's ledger (`actual`) say.
 #[derive(Debug, Default, Clone, Copy)]

@@ -14,7 +14,7 @@
 //! stands no repair runs at all (which streams lost the deleted events is unknowable).
 //! The full check is `factledger verify`; this one costs an index count and one row.
 
-use super::{Finding, FindingClass, FindingKind, ReconcileError};
+use super::report::{Finding, FindingClass, FindingKind, ReconcileError, REFUSED_EVENT};
 use crate::infra::db::Db;
 use crate::infra::store::integrity::{self, TamperKind};
 use crate::infra::store::DynStore;
@@ -40,7 +40,7 @@ fn finding(kind: TamperKind, position: i64, detail: String) -> Finding {
         expected: None,
         actual: None,
         events: Vec::new(),
-        repair: super::REFUSED_EVENT.into(),
+        repair: REFUSED_EVENT.into(),
         repaired: None,
     }
 }

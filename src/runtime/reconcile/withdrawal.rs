@@ -20,8 +20,13 @@
 //! Memory: one withdrawal at a time (entries are read in ledger-key order) plus one
 //! pair of sums per wallet with withdrawals.
 
-use super::*;
+use super::diff::*;
+use super::pages::*;
+use super::pass::*;
+use super::report::*;
 use factledger_aggregates::wallet::EntryType;
+use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// Entry types that move the frozen bucket, in ledger-key order.
 const FROZEN_ENTRY_TYPES: [EntryType; 3] = [
