@@ -569,9 +569,18 @@ both_backends!(
         let list = wait_projections(&app, "two stopped, the others at the head", |l| {
             l.len() == 6
                 && l.iter()
-                    .any(|s| s["name"] == "wallet" && s["error_position"] == credit)
-                && l.iter()
-                    .any(|s| s["name"] == "commission_records" && s["error_position"] == frozen)
+                    // A failed batch reports its error before the runner has applied
+                    // the events ahead of the bad one: wait for both.
+                    .any(|s| {
+                        s["name"] == "wallet"
+                            && s["error_position"] == credit
+                            && s["position"] == credit - 1
+                    })
+                && l.iter().any(|s| {
+                    s["name"] == "commission_records"
+                        && s["error_position"] == frozen
+                        && s["position"] == frozen - 1
+                })
                 && [
                     "affiliate_orders",
                     "campaign_usage",
