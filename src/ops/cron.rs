@@ -1,7 +1,8 @@
 //! Cron operations (issue 4 item 5): the schedules, their next fire time, the lease
 //! holder and the newest firings (every role).
 
-use crate::infra::jobs::cron::{CronError, CronStatus};
+use crate::infra::jobs::cron::CronError;
+use crate::infra::jobs::cron_status::CronStatus;
 use crate::runtime::http::{AppState, Caller, Problem, ProblemBody};
 use axum::extract::State;
 use axum::Json;

@@ -24,13 +24,10 @@
 //! the first time starts at that moment: nothing fires retroactively.
 
 use super::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport, WeakEngine};
-use super::{Engine, JobError, JobKind, JobStatus, JobSubmit};
+use super::{Engine, JobKind};
 use crate::infra::db::{now_ms, Db, RowText};
-use crate::infra::store::StoreError;
 use async_trait::async_trait;
-use chrono::{DateTime, TimeZone, Utc};
-use serde_json::{json, Value};
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 /// The one lease row of the scheduler.
@@ -43,209 +40,20 @@ pub const LEASE_MS_DEFAULT: i64 = 15_000;
 /// Below this a lease would be renewed more often than a database round trip is
 /// reliably fast.
 pub const LEASE_MS_MIN: i64 = 300;
-/// Missed firings one schedule catches up at most (the newest ones). 100 covers a
-/// takeover of any every-second schedule and 100 minutes of an every-minute one; older
-/// missed firings of a scan add nothing the newest one does not do.
-pub const CATCH_UP_FIRINGS_MAX: usize = 100;
-/// Missed fire times older than this are not even enumerated (an every-second
-/// schedule after a month down would otherwise walk 2.6 million times).
-pub const CATCH_UP_WINDOW_MS: i64 = 24 * 60 * 60 * 1_000;
 /// Firings are kept this long for audit and `GET /v1/cron`, then pruned.
 pub const FIRINGS_KEPT_MS: i64 = 30 * 24 * 60 * 60 * 1_000;
 /// How often the holder prunes old firings.
 const PRUNE_EVERY_MS: i64 = 60 * 60 * 1_000;
 /// Firings of each schedule shown by `GET /v1/cron`.
 pub const LAST_FIRINGS_SHOWN: i64 = 5;
-/// `[a-z0-9_]`, like job kind names (the name is part of business keys).
-pub const SCHEDULE_NAME_CHARS_MAX: usize = 64;
-/// Longest expression accepted (the `expression` column).
-pub const EXPRESSION_CHARS_MAX: usize = 255;
 /// The scheduler never sleeps less than this between ticks (a clock that steps
 /// backwards must not make it spin).
 const SLEEP_MS_MIN: u64 = 5;
 
-#[derive(Debug, thiserror::Error)]
-pub enum CronError {
-    #[error("cron schedule {schedule:?}: expression {expression:?} is invalid: {reason}")]
-    Expression {
-        schedule: String,
-        expression: String,
-        reason: String,
-    },
-    #[error("cron configuration: {0}")]
-    Config(String),
-    #[error(transparent)]
-    Job(#[from] JobError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("cron database: {0}")]
-    Database(#[from] sqlx::Error),
-}
-
-/// Builds the payload of a firing's job from the schedule name and the fire time.
-pub type PayloadFn = fn(schedule: &str, fire_at_ms: i64) -> Value;
-
-/// The default payload: which firing this is.
-pub fn firing_payload(schedule: &str, fire_at_ms: i64) -> Value {
-    json!({"schedule": schedule, "fire_at_ms": fire_at_ms})
-}
-
-/// A parsed cron expression (UTC).
-#[derive(Clone)]
-pub struct CronExpr {
-    text: String,
-    cron: croner::Cron,
-}
-
-impl std::fmt::Debug for CronExpr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("CronExpr").field(&self.text).finish()
-    }
-}
-
-impl CronExpr {
-    /// Five fields (minute hour day-of-month month day-of-week, POSIX/Vixie
-    /// semantics) or six with seconds first; `@hourly` and friends.
-    pub fn parse(expression: &str) -> Result<CronExpr, String> {
-        let text = expression.trim();
-        if text.is_empty() || text.chars().count() > EXPRESSION_CHARS_MAX {
-            return Err(format!("must be 1 to {EXPRESSION_CHARS_MAX} characters"));
-        }
-        let cron = croner::parser::CronParser::builder()
-            .seconds(croner::parser::Seconds::Optional)
-            .year(croner::parser::Year::Disallowed)
-            .build()
-            .parse(text)
-            .map_err(|e| e.to_string())?;
-        Ok(CronExpr {
-            text: text.to_owned(),
-            cron,
-        })
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// The first fire time strictly after `after_ms` (epoch ms, UTC), if any.
-    pub fn next_after(&self, after_ms: i64) -> Option<i64> {
-        let after: DateTime<Utc> = Utc.timestamp_millis_opt(after_ms).single()?;
-        self.cron
-            .find_next_occurrence(&after, false)
-            .ok()
-            .map(|t| t.timestamp_millis())
-            // Sub-second parts of `after` must never make a time come back.
-            .filter(|&t| t > after_ms)
-    }
-}
-
-/// A cron schedule: when it fires and what each firing submits.
-#[derive(Clone)]
-pub struct CronSchedule {
-    pub name: String,
-    pub expr: CronExpr,
-    /// Each firing submits one plain job of this kind (it must be registered in the
-    /// engine).
-    pub kind: &'static JobKind,
-    pub payload: PayloadFn,
-}
-
-impl std::fmt::Debug for CronSchedule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CronSchedule")
-            .field("name", &self.name)
-            .field("expression", &self.expr.as_str())
-            .field("kind", &self.kind.name)
-            .finish()
-    }
-}
-
-/// Which fire times a tick handles.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Due {
-    /// To fire, oldest first (at most [`CATCH_UP_FIRINGS_MAX`]).
-    pub fire_at: Vec<i64>,
-    /// Missed fire times not fired (beyond the catch-up bounds), with the last of
-    /// them: the cursor moves past them. Times before the window are not counted.
-    pub skipped: u64,
-    pub skipped_up_to: Option<i64>,
-}
-
-impl CronSchedule {
-    /// A schedule; a bad name or expression is an error naming the schedule.
-    pub fn new(
-        name: impl Into<String>,
-        expression: &str,
-        kind: &'static JobKind,
-    ) -> Result<CronSchedule, CronError> {
-        let name = name.into();
-        let name_ok = !name.is_empty()
-            && name.len() <= SCHEDULE_NAME_CHARS_MAX
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        if !name_ok {
-            return Err(CronError::Config(format!(
-                "cron schedule {name:?}: names are [a-z0-9_]{{1,{SCHEDULE_NAME_CHARS_MAX}}}"
-            )));
-        }
-        let expr = CronExpr::parse(expression).map_err(|reason| CronError::Expression {
-            schedule: name.clone(),
-            expression: expression.to_owned(),
-            reason,
-        })?;
-        Ok(CronSchedule {
-            name,
-            expr,
-            kind,
-            payload: firing_payload,
-        })
-    }
-
-    pub fn with_payload(mut self, payload: PayloadFn) -> Self {
-        self.payload = payload;
-        self
-    }
-
-    /// The business key of a firing's job: unique per schedule and fire time.
-    pub fn business_key(&self, fire_at_ms: i64) -> String {
-        format!("cron:{}:{fire_at_ms}", self.name)
-    }
-
-    /// The plain job a firing submits, due at once (a caught-up firing runs now).
-    pub fn job(&self, fire_at_ms: i64) -> JobSubmit {
-        JobSubmit::plain(
-            self.kind,
-            self.business_key(fire_at_ms),
-            (self.payload)(&self.name, fire_at_ms),
-        )
-    }
-
-    /// The fire times in `(cursor_ms, now_ms]`: the newest [`CATCH_UP_FIRINGS_MAX`],
-    /// looked for no further back than [`CATCH_UP_WINDOW_MS`].
-    pub fn due(&self, cursor_ms: i64, now_ms: i64) -> Due {
-        let mut due = Due::default();
-        let window_start = now_ms.saturating_sub(CATCH_UP_WINDOW_MS);
-        let mut after = cursor_ms;
-        if after < window_start {
-            after = window_start;
-            due.skipped_up_to = Some(window_start);
-        }
-        let mut kept: VecDeque<i64> = VecDeque::new();
-        while let Some(t) = self.expr.next_after(after).filter(|&t| t <= now_ms) {
-            if kept.len() == CATCH_UP_FIRINGS_MAX {
-                if let Some(old) = kept.pop_front() {
-                    due.skipped += 1;
-                    due.skipped_up_to = Some(old);
-                }
-            }
-            kept.push_back(t);
-            after = t;
-        }
-        due.fire_at = kept.into();
-        due
-    }
-}
+pub use super::schedule::{
+    firing_payload, CronError, CronExpr, CronSchedule, Due, PayloadFn, CATCH_UP_FIRINGS_MAX,
+    CATCH_UP_WINDOW_MS, EXPRESSION_CHARS_MAX, SCHEDULE_NAME_CHARS_MAX,
+};
 
 /// The holder's claim on the lease: its fencing token is the epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -792,170 +600,10 @@ impl Scheduler {
         Running { task }
     }
 
-    /// The operator view (`GET /v1/cron`, `factledger cron list`).
-    pub async fn status(&self) -> Result<CronStatus, CronError> {
-        status(&self.inner.db, &self.inner.schedules, now_ms()).await
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// The operator view.
-
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-pub struct CronStatus {
-    pub lease: LeaseView,
-    pub schedules: Vec<ScheduleView>,
-}
-
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-pub struct LeaseView {
-    /// The process that holds (or last held) the lease: `host:pid:suffix`.
-    pub owner: Option<String>,
-    /// Bumped by every takeover.
-    pub epoch: i64,
-    pub lease_until_ms: i64,
-    /// The lease has not expired: its owner is firing.
-    pub live: bool,
-    pub acquired_at_ms: Option<i64>,
-    pub renewed_at_ms: Option<i64>,
-}
-
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-pub struct ScheduleView {
-    pub name: String,
-    pub expression: String,
-    pub job_kind: String,
-    /// Registered in the process that answers (a row alone may be a schedule another
-    /// version registered).
-    pub registered_here: bool,
-    /// The last fire time handled (fired or skipped); absent before the first tick.
-    pub cursor_ms: Option<i64>,
-    /// The next fire time after the cursor (or after now, before the first tick).
-    pub next_fire_at_ms: Option<i64>,
-    pub skipped_firings: i64,
-    /// The newest firings, newest first (at most [`LAST_FIRINGS_SHOWN`]).
-    pub last_firings: Vec<FiringView>,
-}
-
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-pub struct FiringView {
-    pub fire_at_ms: i64,
-    pub job_code: String,
-    /// The holder that recorded it, and its lease epoch.
-    pub owner: String,
-    pub lease_epoch: i64,
-    pub recorded_at_ms: i64,
-    /// The status of the firing's job (absent once the job was purged).
-    pub job_status: Option<JobStatus>,
-}
-
-/// Read the lease, every schedule row and `registered` (merged by name), and each
-/// schedule's newest firings with their jobs' status.
-pub async fn status(
-    db: &Db,
-    registered: &[CronSchedule],
-    now_ms: i64,
-) -> Result<CronStatus, CronError> {
-    macro_rules! read {
-        ($p:expr) => {{
-            use sqlx::Row;
-            let p = $p;
-            let r = sqlx::query(
-                "SELECT owner, epoch, lease_until_ms, acquired_at_ms, renewed_at_ms \
-                 FROM cron_leases WHERE name = ?",
-            )
-            .bind(LEASE_NAME)
-            .fetch_one(p)
-            .await?;
-            let until: i64 = r.try_get(2)?;
-            let lease = LeaseView {
-                owner: r.opt_text(0)?,
-                epoch: r.try_get(1)?,
-                lease_until_ms: until,
-                live: until > now_ms,
-                acquired_at_ms: r.try_get(3)?,
-                renewed_at_ms: r.try_get(4)?,
-            };
-            let rows = sqlx::query(
-                "SELECT name, expression, job_kind, cursor_ms, skipped_firings \
-                 FROM cron_schedules ORDER BY name",
-            )
-            .fetch_all(p)
-            .await?;
-            let mut stored = Vec::new();
-            for r in &rows {
-                stored.push((
-                    r.text(0)?,
-                    r.text(1)?,
-                    r.text(2)?,
-                    r.try_get::<i64, _>(3)?,
-                    r.try_get::<i64, _>(4)?,
-                ));
-            }
-            let mut views: Vec<ScheduleView> = Vec::new();
-            for (name, expression, job_kind, cursor, skipped) in stored {
-                let here = registered.iter().find(|s| s.name == name);
-                let expr = here
-                    .map(|s| s.expr.clone())
-                    .or_else(|| CronExpr::parse(&expression).ok());
-                views.push(ScheduleView {
-                    registered_here: here.is_some(),
-                    next_fire_at_ms: expr.and_then(|e| e.next_after(cursor)),
-                    name,
-                    expression,
-                    job_kind,
-                    cursor_ms: Some(cursor),
-                    skipped_firings: skipped,
-                    last_firings: Vec::new(),
-                });
-            }
-            for s in registered {
-                if !views.iter().any(|v| v.name == s.name) {
-                    views.push(ScheduleView {
-                        name: s.name.clone(),
-                        expression: s.expr.as_str().to_owned(),
-                        job_kind: s.kind.name.to_owned(),
-                        registered_here: true,
-                        cursor_ms: None,
-                        next_fire_at_ms: s.expr.next_after(now_ms),
-                        skipped_firings: 0,
-                        last_firings: Vec::new(),
-                    });
-                }
-            }
-            for v in &mut views {
-                let rows = sqlx::query(
-                    "SELECT f.fire_at_ms, f.job_code, f.owner, f.lease_epoch, f.recorded_at_ms, \
-                     CAST(j.status AS SIGNED) FROM cron_firings f \
-                     LEFT JOIN jobs j ON j.code = f.job_code \
-                     WHERE f.schedule = ? ORDER BY f.fire_at_ms DESC LIMIT ?",
-                )
-                .bind(&v.name)
-                .bind(LAST_FIRINGS_SHOWN)
-                .fetch_all(p)
-                .await?;
-                for r in &rows {
-                    let status: Option<i64> = r.try_get(5)?;
-                    v.last_firings.push(FiringView {
-                        fire_at_ms: r.try_get(0)?,
-                        job_code: r.text(1)?,
-                        owner: r.text(2)?,
-                        lease_epoch: r.try_get(3)?,
-                        recorded_at_ms: r.try_get(4)?,
-                        job_status: status.and_then(JobStatus::from_code),
-                    });
-                }
-            }
-            views.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(CronStatus {
-                lease,
-                schedules: views,
-            })
-        }};
-    }
-    match db {
-        Db::Mysql(p) => read!(p),
-        Db::Sqlite(p) => read!(p),
+    /// The database and the schedules this scheduler runs (the operator view reads
+    /// them, `super::cron_status`).
+    pub(crate) fn db_and_schedules(&self) -> (&Db, &[CronSchedule]) {
+        (&self.inner.db, &self.inner.schedules)
     }
 }
 
@@ -989,6 +637,7 @@ impl JobHandler for HeartbeatHandler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::DateTime;
 
     fn at(s: &str) -> i64 {
         DateTime::parse_from_rfc3339(s)

@@ -14,8 +14,10 @@
 //! (§3.1).
 
 pub mod cron;
+pub mod cron_status;
 pub mod engine;
 pub mod ops;
+pub mod schedule;
 
 pub use engine::{
     ClaimedJob, Engine, EngineConfig, JobFailure, JobHandler, RoundReport, RunReport, Selector,

@@ -10,6 +10,7 @@ pub mod hash;
 pub mod integrity;
 pub mod mysql;
 pub mod sqlite;
+pub mod time;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -19,6 +20,7 @@ use std::sync::Arc;
 
 pub use hash::{ChainKey, Hashed, GENESIS_HASH, LEGACY_KEY_ID};
 pub use integrity::Keyring;
+pub use time::{time_text, time_text_ago};
 
 /// Longest page any read returns; callers ask for less.
 pub const READ_LIMIT_MAX: i64 = 1_000;
@@ -302,17 +304,6 @@ pub fn full_metadata(
     o.entry("causation_id").or_insert(Value::Null);
     o.entry("command_id").or_insert(Value::Null);
     Ok(Value::Object(o))
-}
-
-/// Event time as stored and hashed: RFC 3339 UTC with microseconds.
-pub fn time_text(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
-
-/// [`time_text`] of the moment `ms` milliseconds ago (lease and heartbeat cut-offs:
-/// the fixed-width text compares in time order).
-pub fn time_text_ago(ms: i64) -> String {
-    time_text(&(Utc::now() - chrono::Duration::milliseconds(ms)))
 }
 
 impl SealedEvent {
