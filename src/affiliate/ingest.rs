@@ -39,89 +39,25 @@ use crate::runtime::unit::{
 };
 use async_trait::async_trait;
 use cqrs_es::Aggregate;
-use factledger_aggregates::affiliate::{CountryCode, Platform, ReportedMinor};
-use factledger_aggregates::affiliate_link::{link_stream_id, AffiliateLink, LinkError};
+use factledger_aggregates::affiliate::ReportedMinor;
+use factledger_aggregates::affiliate_link::{link_stream_id, AffiliateLink};
 use factledger_aggregates::affiliate_order::{
-    AffiliateOrder, IngestOrder, IngestOutcome, NormalisedOrder, OrderError, OrderEvent,
-    OrderStatus,
+    AffiliateOrder, IngestOrder, IngestOutcome, NormalisedOrder, OrderEvent, OrderStatus,
 };
 use factledger_aggregates::campaign::{
     Campaign, CampaignCommand, CampaignError, QuotaUnit, ReleaseQuota, ReleaseReason, ReserveQuota,
 };
 use factledger_aggregates::commission::{
-    commission_id, BeneficiaryRole, Commission, CommissionCommand, CommissionError,
-    CommissionEvent, ReactToOrder, RecordCommission,
+    commission_id, BeneficiaryRole, Commission, CommissionCommand, CommissionEvent, ReactToOrder,
+    RecordCommission,
 };
-use factledger_aggregates::commission_rules::{CommissionRuleSet, RuleSetError};
-use factledger_aggregates::invite::{InviteError, InviteRelation};
+use factledger_aggregates::commission_rules::CommissionRuleSet;
+use factledger_aggregates::invite::InviteRelation;
 use factledger_aggregates::money::{AmountMinor, BoundedId, Currency};
-use factledger_aggregates::wallet::{OpenWallet, Wallet, WalletCommand, WalletError};
+use factledger_aggregates::wallet::{OpenWallet, Wallet, WalletCommand};
 use std::collections::BTreeMap;
 
-/// Why an order was refused: the step's own error, with its stable code and field.
-#[derive(Debug, thiserror::Error)]
-pub enum Refusal {
-    #[error(transparent)]
-    Order(#[from] OrderError),
-    #[error(transparent)]
-    Commission(#[from] CommissionError),
-    #[error(transparent)]
-    Campaign(#[from] CampaignError),
-    #[error(transparent)]
-    Wallet(#[from] WalletError),
-    #[error(transparent)]
-    Rules(#[from] RuleSetError),
-    #[error(transparent)]
-    Invite(#[from] InviteError),
-    #[error(transparent)]
-    Link(#[from] LinkError),
-    #[error("{0}")]
-    Invalid(String),
-}
-
-impl Refusal {
-    pub fn code(&self) -> &'static str {
-        match self {
-            Refusal::Order(e) => e.code(),
-            Refusal::Commission(e) => e.code(),
-            Refusal::Campaign(e) => e.code(),
-            Refusal::Wallet(e) => e.code(),
-            Refusal::Rules(e) => e.code(),
-            Refusal::Invite(e) => e.code(),
-            Refusal::Link(e) => e.code(),
-            Refusal::Invalid(_) => "INVALID_ORDER",
-        }
-    }
-
-    pub fn field(&self) -> Option<&'static str> {
-        match self {
-            Refusal::Order(e) => e.field(),
-            Refusal::Commission(e) => e.field(),
-            Refusal::Campaign(e) => e.field(),
-            Refusal::Wallet(_) => None,
-            Refusal::Rules(RuleSetError::NoVersionInForce { .. }) => Some("ordered_at"),
-            Refusal::Rules(e) => e.field(),
-            Refusal::Invite(e) => e.field(),
-            Refusal::Link(e) => e.field(),
-            Refusal::Invalid(_) => None,
-        }
-    }
-}
-
-/// The rule set of a platform × country: `<PLATFORM>:<COUNTRY>`.
-pub fn rule_set_id(platform: Platform, country: CountryCode) -> String {
-    format!("{}:{}", platform.as_str(), country.as_str())
-}
-
-/// The campaign orders of a platform × country reserve quota in, if it was opened.
-pub fn campaign_id(platform: Platform, country: CountryCode) -> String {
-    rule_set_id(platform, country)
-}
-
-/// A user's wallet in one currency (R-WAL-1: buckets per user per currency).
-pub fn wallet_id(user_id: &str, currency: Currency) -> String {
-    format!("{user_id}:{currency}")
-}
+pub use super::ingest_refusal::{campaign_id, rule_set_id, wallet_id, Refusal};
 
 /// Ingests orders into the store, each in its own unit, with one set of metadata
 /// (the request's, or the job's).
