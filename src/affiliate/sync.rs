@@ -33,13 +33,14 @@ use super::platform::{
     PAGE_SIZE_DEFAULT, REQUEST_TIMEOUT_MS_DEFAULT,
 };
 use super::{IngestError, IngestResult, OrderIngestor};
-use crate::infra::db::{now_ms, Db, RowText};
+use crate::infra::db::{now_ms, Db, Tx};
 use crate::infra::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
 use crate::infra::jobs::{Backoff, Engine, JobError, JobKind, JobSubmit};
 use crate::infra::store::{Fence, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use factledger_aggregates::affiliate::{CountryCode, Platform};
+use factledger_projections::table::{Cell, ColType, Column};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -391,24 +392,27 @@ pub struct SyncState {
     pub windows_done: i64,
 }
 
-/// Run a block on whichever pool `$db` holds, in a transaction that first locks the
-/// fencing job row (`FOR UPDATE` on MariaDB; SQLite's `BEGIN IMMEDIATE` takes the
-/// database lock).
-macro_rules! fenced_tx {
-    ($db:expr, |$tx:ident, $lock:ident| $body:expr) => {
-        match $db {
-            Db::Mysql(p) => {
-                let mut $tx = p.begin().await?;
-                let $lock = " FOR UPDATE";
-                $body
-            }
-            Db::Sqlite(p) => {
-                let mut $tx = p.begin_with("BEGIN IMMEDIATE").await?;
-                let $lock = "";
-                $body
-            }
-        }
-    };
+/// The columns of `platform_sync_state`, its key first.
+const STATE_KEY: &[&str] = &["platform", "country", "task"];
+const STATE_COLUMNS: &[&str] = &[
+    "platform",
+    "country",
+    "task",
+    "mark_ms",
+    "window_from_ms",
+    "window_to_ms",
+    "page_token",
+    "pages_done",
+    "windows_done",
+    "updated_at_ms",
+];
+
+fn state_key(pair: SyncPair, task: SyncTask) -> [Cell; 3] {
+    [
+        Cell::text(pair.platform.as_str()),
+        Cell::text(pair.country.as_str()),
+        Cell::text(task.as_str()),
+    ]
 }
 
 /// The saved progress of one pair × task, if any.
@@ -417,36 +421,54 @@ pub async fn load_state(
     pair: SyncPair,
     task: SyncTask,
 ) -> Result<Option<SyncState>, sqlx::Error> {
+    const READ: &[Column] = &[
+        Column {
+            name: "mark_ms",
+            ty: ColType::OptInt,
+        },
+        Column {
+            name: "window_from_ms",
+            ty: ColType::OptInt,
+        },
+        Column {
+            name: "window_to_ms",
+            ty: ColType::OptInt,
+        },
+        Column {
+            name: "page_token",
+            ty: ColType::OptText,
+        },
+        Column {
+            name: "pages_done",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "windows_done",
+            ty: ColType::Int,
+        },
+    ];
     let sql = "SELECT mark_ms, window_from_ms, window_to_ms, page_token, pages_done, \
                windows_done FROM platform_sync_state \
                WHERE platform = ? AND country = ? AND task = ?";
-    macro_rules! read {
-        ($p:expr) => {{
-            use sqlx::Row;
-            let row = sqlx::query(sql)
-                .bind(pair.platform.as_str())
-                .bind(pair.country.as_str())
-                .bind(task.as_str())
-                .fetch_optional($p)
-                .await?;
-            row.map(|r| {
-                let from: Option<i64> = r.try_get(1)?;
-                let to: Option<i64> = r.try_get(2)?;
-                Ok::<_, sqlx::Error>(SyncState {
-                    mark_ms: r.try_get(0)?,
-                    window_ms: from.zip(to),
-                    page_token: r.opt_text(3)?,
-                    pages_done: r.try_get(4)?,
-                    windows_done: r.try_get(5)?,
-                })
-            })
-            .transpose()
-        }};
-    }
-    match db {
-        Db::Mysql(p) => read!(p),
-        Db::Sqlite(p) => read!(p),
-    }
+    let Some(row) = db.fetch_optional(sql, &state_key(pair, task), READ).await? else {
+        return Ok(None);
+    };
+    let int = |name: &str| match row.get(name) {
+        Some(Cell::Int(v)) => Some(*v),
+        _ => None,
+    };
+    let pages_done = int("pages_done").unwrap_or_default();
+    Ok(Some(SyncState {
+        mark_ms: int("mark_ms"),
+        window_ms: int("window_from_ms").zip(int("window_to_ms")),
+        page_token: match row.get("page_token") {
+            Some(Cell::Text(t)) => Some(t.clone()),
+            _ => None,
+        },
+        pages_done: i32::try_from(pages_done)
+            .map_err(|e| sqlx::Error::Decode(format!("pages_done {pages_done}: {e}").into()))?,
+        windows_done: int("windows_done").unwrap_or_default(),
+    }))
 }
 
 /// Save the progress of one pair × task, only while `fence` is the job's current claim.
@@ -458,53 +480,26 @@ async fn save_state(
     task: SyncTask,
     s: &SyncState,
 ) -> Result<bool, sqlx::Error> {
-    const COLUMNS: &str = "INSERT INTO platform_sync_state (platform, country, task, mark_ms, \
-        window_from_ms, window_to_ms, page_token, pages_done, windows_done, updated_at_ms) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    let upsert = match db {
-        Db::Mysql(_) => format!(
-            "{COLUMNS} ON DUPLICATE KEY UPDATE mark_ms = VALUES(mark_ms), \
-             window_from_ms = VALUES(window_from_ms), window_to_ms = VALUES(window_to_ms), \
-             page_token = VALUES(page_token), pages_done = VALUES(pages_done), \
-             windows_done = VALUES(windows_done), updated_at_ms = VALUES(updated_at_ms)"
-        ),
-        Db::Sqlite(_) => format!(
-            "{COLUMNS} ON CONFLICT (platform, country, task) DO UPDATE SET \
-             mark_ms = excluded.mark_ms, window_from_ms = excluded.window_from_ms, \
-             window_to_ms = excluded.window_to_ms, page_token = excluded.page_token, \
-             pages_done = excluded.pages_done, windows_done = excluded.windows_done, \
-             updated_at_ms = excluded.updated_at_ms"
-        ),
+    let Some(mut tx) = Tx::fenced(db, fence).await? else {
+        return Ok(false);
     };
-    fenced_tx!(db, |tx, lock| {
-        let claim = format!(
-            "SELECT id FROM jobs WHERE id = ? AND status = 1 AND running_attempt = ?{lock}"
-        );
-        let current = sqlx::query(&claim)
-            .bind(fence.job_id)
-            .bind(fence.running_attempt)
-            .fetch_optional(&mut *tx)
-            .await?
-            .is_some();
-        if !current {
-            return Ok(false);
-        }
-        sqlx::query(&upsert)
-            .bind(pair.platform.as_str())
-            .bind(pair.country.as_str())
-            .bind(task.as_str())
-            .bind(s.mark_ms)
-            .bind(s.window_ms.map(|w| w.0))
-            .bind(s.window_ms.map(|w| w.1))
-            .bind(&s.page_token)
-            .bind(s.pages_done)
-            .bind(s.windows_done)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(true)
-    })
+    let upsert = tx
+        .dialect()
+        .upsert("platform_sync_state", STATE_COLUMNS, STATE_KEY);
+    let opt = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
+    let mut args = state_key(pair, task).to_vec();
+    args.extend([
+        opt(s.mark_ms),
+        opt(s.window_ms.map(|w| w.0)),
+        opt(s.window_ms.map(|w| w.1)),
+        Cell::opt_text(s.page_token.clone()),
+        Cell::Int(i64::from(s.pages_done)),
+        Cell::Int(s.windows_done),
+        Cell::Int(now_ms()),
+    ]);
+    tx.exec(&upsert, &args).await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 /// The next incremental window: from the watermark minus the overlap (or

@@ -34,10 +34,9 @@
 //! full rebuild folds everything and recomputes each station-month once, for the
 //! same reason.
 
-use crate::infra::db::Db;
+use crate::infra::db::{Db, Tx};
 use crate::infra::store::{time_text, DynStore, StoredEvent};
 use crate::runtime::projection::{RunnerError, SharedStatus, StallAlerts};
-use crate::runtime::projector::{mysql_cells, sqlite_cells};
 use factledger_aggregates::bill::BILL_AGGREGATE_TYPES;
 pub use factledger_projections::bill::fold::NAME;
 use factledger_projections::bill::fold::{
@@ -89,123 +88,16 @@ impl Step {
     }
 }
 
-/// A transaction on either backend; every statement is the same SQL on both.
-enum Tx {
-    Mysql(sqlx::Transaction<'static, sqlx::MySql>),
-    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
-}
-
-/// Bind `$args` (cells) to `$q` in order.
-macro_rules! bind_cells {
-    ($q:expr, $args:expr) => {{
-        let mut q = $q;
-        for a in $args {
-            q = match a {
-                Cell::Null => q.bind(None::<String>),
-                Cell::Int(i) => q.bind(*i),
-                Cell::Text(s) => q.bind(s.as_str()),
-            };
-        }
-        q
-    }};
-}
-
-impl Tx {
-    async fn begin(db: &Db) -> Result<Tx, sqlx::Error> {
-        Ok(match db {
-            Db::Mysql(p) => Tx::Mysql(p.begin().await?),
-            Db::Sqlite(p) => Tx::Sqlite(p.begin().await?),
-        })
-    }
-
-    async fn commit(self) -> Result<(), sqlx::Error> {
-        match self {
-            Tx::Mysql(t) => t.commit().await,
-            Tx::Sqlite(t) => t.commit().await,
-        }
-    }
-
-    async fn exec(&mut self, sql: &str, args: &[Cell]) -> Result<u64, sqlx::Error> {
-        Ok(match self {
-            Tx::Mysql(t) => bind_cells!(sqlx::query(sql), args)
-                .execute(&mut **t)
-                .await?
-                .rows_affected(),
-            Tx::Sqlite(t) => bind_cells!(sqlx::query(sql), args)
-                .execute(&mut **t)
-                .await?
-                .rows_affected(),
-        })
-    }
-
-    /// Rows of `sql`, decoded by position as `columns`.
-    async fn fetch(
-        &mut self,
-        sql: &str,
-        args: &[Cell],
-        columns: &[Column],
-    ) -> Result<Vec<MemRow>, sqlx::Error> {
-        match self {
-            Tx::Mysql(t) => bind_cells!(sqlx::query(sql), args)
-                .fetch_all(&mut **t)
-                .await?
-                .iter()
-                .map(|r| mysql_cells(r, columns))
-                .collect(),
-            Tx::Sqlite(t) => bind_cells!(sqlx::query(sql), args)
-                .fetch_all(&mut **t)
-                .await?
-                .iter()
-                .map(|r| sqlite_cells(r, columns))
-                .collect(),
-        }
-    }
-
-    /// Every column of `def`'s rows matching `tail`.
-    async fn rows(
-        &mut self,
-        def: &TableDef,
-        tail: &str,
-        args: &[Cell],
-    ) -> Result<Vec<MemRow>, sqlx::Error> {
-        let sql = crate::runtime::projector::select_sql(def, tail);
-        self.fetch(&sql, args, def.columns).await
-    }
-
-    async fn row(
-        &mut self,
-        def: &TableDef,
-        tail: &str,
-        args: &[Cell],
-    ) -> Result<Option<MemRow>, sqlx::Error> {
-        Ok(self.rows(def, tail, args).await?.into_iter().next())
-    }
-
-    /// Move the checkpoint `from → to` by the generic runner's compare-and-set.
-    async fn advance(&mut self, from: i64, to: i64) -> Result<bool, sqlx::Error> {
-        Ok(match self {
-            Tx::Mysql(t) => {
-                let conn = &mut **t;
-                crate::runtime::projector::advance!(conn, NAME, from, to)
-            }
-            Tx::Sqlite(t) => {
-                let conn = &mut **t;
-                crate::runtime::projector::advance!(conn, NAME, from, to)
-            }
-        })
-    }
-
-    /// Lock the checkpoint row for a rebuild (the runner's compare-and-set waits on
-    /// it and then finds it moved or not); false when a rebuild holds it.
-    async fn lock_checkpoint(&mut self) -> Result<bool, sqlx::Error> {
-        let locked = self
-            .exec(
-                "UPDATE projection_checkpoints SET updated_at = ? WHERE name = ? AND hold IS NULL",
-                &[Cell::Text(time_text(&chrono::Utc::now())), Cell::text(NAME)],
-            )
-            .await?;
-        Ok(locked == 1)
-    }
+/// Lock the checkpoint row for a rebuild (the runner's compare-and-set waits on it
+/// and then finds it moved or not); false when a rebuild holds it.
+async fn lock_checkpoint(tx: &mut Tx) -> Result<bool, sqlx::Error> {
+    let locked = tx
+        .exec(
+            "UPDATE projection_checkpoints SET updated_at = ? WHERE name = ? AND hold IS NULL",
+            &[Cell::Text(time_text(&chrono::Utc::now())), Cell::text(NAME)],
+        )
+        .await?;
+    Ok(locked == 1)
 }
 
 // ---------------------------------------------------------------------------------
@@ -740,7 +632,7 @@ async fn apply(
     bulk: bool,
 ) -> Result<bool, RunnerError> {
     let mut tx = Tx::begin(db).await?;
-    if !tx.advance(from, to).await? {
+    if !crate::runtime::projector::advance_in(&mut tx, NAME, from, to).await? {
         return Err(RunnerError::CheckpointMoved(NAME));
     }
     // A sweep that has not started recomputes every station-month after this batch
@@ -954,7 +846,7 @@ async fn sweep_step(db: &Db, position: i64, chunk: i64) -> Result<bool, RunnerEr
         tx.commit().await?;
         return Ok(false);
     };
-    if !tx.advance(position, position).await? {
+    if !crate::runtime::projector::advance_in(&mut tx, NAME, position, position).await? {
         return Err(RunnerError::CheckpointMoved(NAME));
     }
     let sms = station_months_after(&mut tx, after, chunk.max(1))
@@ -1039,7 +931,7 @@ pub async fn rebuild_full(
 ) -> Result<crate::runtime::projector::RebuildOutcome, RunnerError> {
     db.checkpoint(NAME, VERSION).await?;
     let mut tx = Tx::begin(db).await?;
-    if !tx.lock_checkpoint().await? {
+    if !lock_checkpoint(&mut tx).await? {
         return Err(RunnerError::Held(NAME));
     }
     for def in tables() {
@@ -1110,7 +1002,7 @@ pub async fn recompute_station_months(
 ) -> Result<usize, RunnerError> {
     db.checkpoint(NAME, VERSION).await?;
     let mut tx = Tx::begin(db).await?;
-    if !tx.lock_checkpoint().await? {
+    if !lock_checkpoint(&mut tx).await? {
         return Err(RunnerError::Held(NAME));
     }
     let unique: BTreeSet<StationMonth> = station_months.iter().copied().collect();

@@ -15,10 +15,11 @@
 //! ([`KeyStore::bootstrap`]), which needs database access and refuses while an
 //! unrevoked admin key exists.
 
+use crate::infra::db::{rfc3339_of, Db};
 use chrono::Utc;
+use factledger_projections::table::{Cell, ColType, Column, MemRow};
 use rand::Rng;
 use sha2::{Digest, Sha256};
-use sqlx::{MySqlPool, Row, SqlitePool};
 use std::fmt;
 use std::str::FromStr;
 
@@ -126,101 +127,75 @@ pub struct KeyInfo {
     pub revoked: bool,
 }
 
-/// Where keys live: the `api_keys` table of the same database as the events.
+/// Where keys live: the `api_keys` table of the same database as the events, through
+/// the one handle ([`Db`]).
 #[derive(Clone)]
-pub enum KeyStore {
-    Mysql(MySqlPool),
-    Sqlite(SqlitePool),
+pub struct KeyStore {
+    db: Db,
 }
 
+/// `SELECT COUNT(*) …` as one integer.
+const COUNT_EVER: &str = "SELECT COUNT(*) FROM api_keys";
+const COUNT_ACTIVE: &str = "SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL";
+const COUNT_ACTIVE_ADMINS: &str =
+    "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL";
+
 impl KeyStore {
+    pub fn new(db: Db) -> KeyStore {
+        KeyStore { db }
+    }
+
     pub async fn create(&self, role: Role) -> anyhow::Result<NewKey> {
         let key = generate(role);
-        let hash = hash_key(&key.secret);
-        let now = Utc::now();
-        match self {
-            KeyStore::Mysql(p) => {
-                sqlx::query(
-                    "INSERT INTO api_keys (key_id, key_hash, role, created_at) VALUES (?, ?, ?, ?)",
-                )
-                .bind(&key.key_id)
-                .bind(&hash)
-                .bind(role.as_str())
-                .bind(now.naive_utc())
-                .execute(p)
-                .await?;
-            }
-            KeyStore::Sqlite(p) => {
-                sqlx::query(
-                    "INSERT INTO api_keys (key_id, key_hash, role, created_at) VALUES (?, ?, ?, ?)",
-                )
-                .bind(&key.key_id)
-                .bind(&hash)
-                .bind(role.as_str())
-                .bind(now.to_rfc3339())
-                .execute(p)
-                .await?;
-            }
-        }
+        let args = [
+            Cell::text(&key.key_id),
+            Cell::text(hash_key(&key.secret)),
+            Cell::text(role.as_str()),
+            self.db.dialect().datetime(&Utc::now()),
+        ];
+        let sql = "INSERT INTO api_keys (key_id, key_hash, role, created_at) VALUES (?, ?, ?, ?)";
+        self.db.exec(sql, &args).await?;
         Ok(key)
     }
 
     /// Revoke a key by id; returns whether an active key was revoked.
     pub async fn revoke(&self, key_id: &str) -> anyhow::Result<bool> {
-        let n = match self {
-            KeyStore::Mysql(p) => sqlx::query(
-                "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
-            )
-            .bind(Utc::now().naive_utc())
-            .bind(key_id)
-            .execute(p)
-            .await?
-            .rows_affected(),
-            KeyStore::Sqlite(p) => sqlx::query(
-                "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
-            )
-            .bind(Utc::now().to_rfc3339())
-            .bind(key_id)
-            .execute(p)
-            .await?
-            .rows_affected(),
-        };
-        Ok(n == 1)
+        let sql = "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL";
+        let args = [self.db.dialect().datetime(&Utc::now()), Cell::text(key_id)];
+        Ok(self.db.exec(sql, &args).await? == 1)
     }
 
     /// The active principal a presented secret belongs to, if any.
     pub async fn authenticate(&self, secret: &str) -> anyhow::Result<Option<Principal>> {
-        let hash = hash_key(secret);
+        const PRINCIPAL: &[Column] = &[
+            Column {
+                name: "key_id",
+                ty: ColType::Text,
+            },
+            Column {
+                name: "role",
+                ty: ColType::Text,
+            },
+        ];
         let sql = "SELECT key_id, role FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL";
-        let row: Option<(String, String)> = match self {
-            KeyStore::Mysql(p) => sqlx::query_as(sql).bind(&hash).fetch_optional(p).await?,
-            KeyStore::Sqlite(p) => sqlx::query_as(sql).bind(&hash).fetch_optional(p).await?,
+        let args = [Cell::text(hash_key(secret))];
+        let Some(row) = self.db.fetch_optional(sql, &args, PRINCIPAL).await? else {
+            return Ok(None);
         };
-        Ok(match row {
-            Some((key_id, role)) => Some(Principal {
-                key_id,
-                role: role.parse().map_err(anyhow::Error::msg)?,
-            }),
-            None => None,
-        })
+        Ok(Some(Principal {
+            key_id: text(&row, "key_id")?,
+            role: text(&row, "role")?.parse().map_err(anyhow::Error::msg)?,
+        }))
     }
 
     /// Every key ever created, revoked ones included.
     pub async fn count_ever(&self) -> anyhow::Result<i64> {
-        let sql = "SELECT COUNT(*) FROM api_keys";
-        Ok(match self {
-            KeyStore::Mysql(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
-            KeyStore::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
-        })
+        Ok(self.db.fetch_i64(COUNT_EVER, &[]).await?)
     }
 
     /// Unrevoked admin keys.
     pub async fn count_active_admins(&self) -> anyhow::Result<i64> {
-        let sql = "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL";
-        Ok(match self {
-            KeyStore::Mysql(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
-            KeyStore::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
-        })
+        Ok(self.db.fetch_i64(COUNT_ACTIVE_ADMINS, &[]).await?)
     }
 
     /// `factledger keys bootstrap`: a new admin key when no unrevoked admin key
@@ -233,46 +208,52 @@ impl KeyStore {
     }
 
     pub async fn count_active(&self) -> anyhow::Result<i64> {
-        let sql = "SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL";
-        Ok(match self {
-            KeyStore::Mysql(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
-            KeyStore::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await?,
-        })
+        Ok(self.db.fetch_i64(COUNT_ACTIVE, &[]).await?)
     }
 
     pub async fn list(&self) -> anyhow::Result<Vec<KeyInfo>> {
-        let sql = "SELECT key_id, role, created_at, revoked_at IS NOT NULL AS revoked \
-                   FROM api_keys ORDER BY created_at";
-        let out = match self {
-            KeyStore::Mysql(p) => sqlx::query(sql)
-                .fetch_all(p)
-                .await?
-                .iter()
-                .map(|r| -> anyhow::Result<KeyInfo> {
-                    let created: chrono::NaiveDateTime = r.try_get(2)?;
-                    Ok(KeyInfo {
-                        key_id: r.try_get(0)?,
-                        role: r.try_get(1)?,
-                        created_at: created.and_utc().to_rfc3339(),
-                        revoked: r.try_get::<i64, _>(3)? != 0,
-                    })
+        const INFO: &[Column] = &[
+            Column {
+                name: "key_id",
+                ty: ColType::Text,
+            },
+            Column {
+                name: "role",
+                ty: ColType::Text,
+            },
+            Column {
+                name: "created_at",
+                ty: ColType::Text,
+            },
+            Column {
+                name: "revoked",
+                ty: ColType::Int,
+            },
+        ];
+        let sql = format!(
+            "SELECT key_id, role, {} AS created_at, revoked_at IS NOT NULL AS revoked \
+             FROM api_keys ORDER BY created_at",
+            self.db.dialect().datetime_text("created_at")
+        );
+        let rows = self.db.fetch(&sql, &[], INFO).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(KeyInfo {
+                    key_id: text(r, "key_id")?,
+                    role: text(r, "role")?,
+                    created_at: rfc3339_of(&text(r, "created_at")?).map_err(anyhow::Error::msg)?,
+                    revoked: !matches!(r.get("revoked"), Some(Cell::Int(0))),
                 })
-                .collect::<anyhow::Result<Vec<_>>>()?,
-            KeyStore::Sqlite(p) => sqlx::query(sql)
-                .fetch_all(p)
-                .await?
-                .iter()
-                .map(|r| -> anyhow::Result<KeyInfo> {
-                    Ok(KeyInfo {
-                        key_id: r.try_get(0)?,
-                        role: r.try_get(1)?,
-                        created_at: r.try_get(2)?,
-                        revoked: r.try_get::<i64, _>(3)? != 0,
-                    })
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?,
-        };
-        Ok(out)
+            })
+            .collect()
+    }
+}
+
+/// A text column of a row read by [`KeyStore`].
+fn text(row: &MemRow, name: &str) -> anyhow::Result<String> {
+    match row.get(name) {
+        Some(Cell::Text(t)) => Ok(t.clone()),
+        other => anyhow::bail!("api_keys.{name}: expected text, got {other:?}"),
     }
 }
 

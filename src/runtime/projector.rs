@@ -18,13 +18,8 @@
 use crate::infra::db::Db;
 use crate::infra::store::{time_text, DynStore, StoredEvent};
 use crate::runtime::projection::{RunnerError, SharedStatus, StallAlerts};
-use factledger_projections::table::{
-    Cell, ColType, Column, MemRow, Projector, RowChange, TableDef,
-};
+use factledger_projections::table::{Cell, MemRow, Projector, RowChange, TableDef};
 use factledger_projections::{ProjectedEvent, ProjectionError};
-use sqlx::mysql::MySqlRow;
-use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
 use std::sync::Arc;
 
 /// Events read and applied per transaction (the wallet runner's batch).
@@ -166,14 +161,7 @@ macro_rules! write_changes {
                         position: *position,
                         reason,
                     })?;
-                let mut q = sqlx::query(&sql);
-                for v in values {
-                    q = match v {
-                        Cell::Null => q.bind(None::<String>),
-                        Cell::Int(i) => q.bind(i),
-                        Cell::Text(s) => q.bind(s),
-                    };
-                }
+                let q = crate::infra::db::bind_cells!(sqlx::query(&sql), &values);
                 match q.execute(&mut *$tx).await {
                     Ok(done) => {
                         if matches!(change, RowChange::Update { .. }) && done.rows_affected() != 1 {
@@ -200,25 +188,35 @@ macro_rules! write_changes {
 /// may hold it), inside `$tx`.
 macro_rules! advance {
     ($tx:ident, $name:expr, $from:expr, $to:expr) => {{
-        let moved = sqlx::query(
-            "UPDATE projection_checkpoints SET position = ?, updated_at = ?, \
-             last_error = NULL, error_position = NULL \
-             WHERE name = ? AND position = ? AND hold IS NULL",
-        )
-        .bind($to)
-        .bind(time_text(&chrono::Utc::now()))
-        .bind($name)
-        .bind($from)
-        .execute(&mut *$tx)
-        .await?
-        .rows_affected();
+        let moved = sqlx::query(ADVANCE_SQL)
+            .bind($to)
+            .bind(time_text(&chrono::Utc::now()))
+            .bind($name)
+            .bind($from)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected();
         moved == 1
     }};
 }
 
-/// The bill projector's runner (`src/bill_projection.rs`) moves its checkpoint the
-/// same way.
-pub(crate) use advance;
+/// The checkpoint compare-and-set of [`advance!`] and [`advance_in`].
+const ADVANCE_SQL: &str = "UPDATE projection_checkpoints SET position = ?, updated_at = ?, \
+     last_error = NULL, error_position = NULL \
+     WHERE name = ? AND position = ? AND hold IS NULL";
+
+/// [`advance!`] on a backend-neutral transaction: the bill projector's runner
+/// (`crate::bill::projection`) moves its checkpoint the same way.
+pub async fn advance_in(
+    tx: &mut crate::infra::db::Tx,
+    name: &str,
+    from: i64,
+    to: i64,
+) -> Result<bool, sqlx::Error> {
+    let now = Cell::Text(time_text(&chrono::Utc::now()));
+    let args = [Cell::Int(to), now, Cell::text(name), Cell::Int(from)];
+    Ok(tx.exec(ADVANCE_SQL, &args).await? == 1)
+}
 
 type Batch = Vec<(i64, Vec<RowChange>)>;
 
@@ -334,48 +332,7 @@ pub fn spawn(
 // ---------------------------------------------------------------------------------
 // Reading rows back (reads, rebuild checks, reconciliation).
 
-pub(crate) fn mysql_cells(r: &MySqlRow, columns: &[Column]) -> Result<MemRow, sqlx::Error> {
-    let mut row = MemRow::new();
-    for (i, c) in columns.iter().enumerate() {
-        let v = match c.ty {
-            ColType::Int => Cell::Int(r.try_get(i)?),
-            ColType::OptInt => r
-                .try_get::<Option<i64>, _>(i)?
-                .map_or(Cell::Null, Cell::Int),
-            ColType::Text => Cell::Text(crate::infra::store::mysql::text(r, i)?),
-            ColType::OptText => {
-                crate::infra::store::mysql::opt_text(r, i)?.map_or(Cell::Null, Cell::Text)
-            }
-        };
-        row.insert(c.name, v);
-    }
-    Ok(row)
-}
-
-pub(crate) fn sqlite_cells(r: &SqliteRow, columns: &[Column]) -> Result<MemRow, sqlx::Error> {
-    let mut row = MemRow::new();
-    for (i, c) in columns.iter().enumerate() {
-        let v = match c.ty {
-            ColType::Int => Cell::Int(r.try_get(i)?),
-            ColType::OptInt => r
-                .try_get::<Option<i64>, _>(i)?
-                .map_or(Cell::Null, Cell::Int),
-            ColType::Text => Cell::Text(r.try_get(i)?),
-            ColType::OptText => r
-                .try_get::<Option<String>, _>(i)?
-                .map_or(Cell::Null, Cell::Text),
-        };
-        row.insert(c.name, v);
-    }
-    Ok(row)
-}
-
-/// `SELECT <every column> FROM <table>` with `tail` (conditions, order, limit: `?`
-/// placeholders for `args`).
-pub fn select_sql(def: &TableDef, tail: &str) -> String {
-    let names: Vec<&str> = def.columns.iter().map(|c| c.name).collect();
-    format!("SELECT {} FROM {} {tail}", names.join(", "), def.name)
-}
+pub use crate::infra::db::select_sql;
 
 /// Rows of a projection table, on the live pool.
 pub async fn select_rows(
@@ -384,28 +341,7 @@ pub async fn select_rows(
     tail: &str,
     args: &[Cell],
 ) -> Result<Vec<MemRow>, sqlx::Error> {
-    let sql = select_sql(def, tail);
-    macro_rules! go {
-        ($p:expr, $cells:expr) => {{
-            let mut q = sqlx::query(&sql);
-            for a in args {
-                q = match a {
-                    Cell::Null => q.bind(None::<String>),
-                    Cell::Int(i) => q.bind(*i),
-                    Cell::Text(s) => q.bind(s.as_str()),
-                };
-            }
-            q.fetch_all($p)
-                .await?
-                .iter()
-                .map(|r| $cells(r, def.columns))
-                .collect()
-        }};
-    }
-    match db {
-        Db::Mysql(p) => go!(p, mysql_cells),
-        Db::Sqlite(p) => go!(p, sqlite_cells),
-    }
+    db.rows(def, tail, args).await
 }
 
 /// Every row of every table of a projector, ordered by key: what a rebuild must

@@ -9,7 +9,8 @@
 //! the facts of a station-month do not depend on the chunk it is assembled in (the
 //! tests rebuild the same log in chunks of different sizes and compare the tables).
 
-use super::{bad, in_list, Assembled, Newest, Step, Tx};
+use super::{bad, in_list, Assembled, Newest, Step};
+use crate::infra::db::Tx;
 use factledger_projections::bill::fold::{self, Finding};
 use factledger_projections::bill::tables::{
     CUSTOMER_ACCOUNTS, DIFFS, LINES, LOCKS, OPENING_DEDUCTIONS, OPENING_PAID, ORDERS,

@@ -152,15 +152,8 @@ pub struct OutboxRow {
     pub payload: String,
 }
 
-/// The claim a job handler's unit is fenced by (issue 4 item 2, seed §9.2 fixed): the
-/// unit commits only if, in its own transaction, the job is still RUNNING with this
-/// `running_attempt`; the check locks the job row, so the lease cannot be recovered
-/// and re-claimed between the check and the commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fence {
-    pub job_id: i64,
-    pub running_attempt: i64,
-}
+/// The claim a job handler's unit is fenced by (defined beside the fenced transaction).
+pub use crate::infra::db::Fence;
 
 /// Everything one business action writes: all of it or nothing (SPEC R-ES-3).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -708,8 +701,8 @@ pub async fn open_with(url: &str, keyring: Arc<Keyring>) -> anyhow::Result<Datab
     let database = if url.starts_with("mysql://") || url.starts_with("mariadb://") {
         let url = url.replacen("mariadb://", "mysql://", 1);
         let s = mysql::MysqlStore::connect(&url, keyring).await?;
-        let keys = crate::infra::auth::KeyStore::Mysql(s.pool().clone());
         let db = crate::infra::db::Db::Mysql(s.pool().clone());
+        let keys = crate::infra::auth::KeyStore::new(db.clone());
         Database {
             store: Arc::new(s),
             keys,
@@ -717,8 +710,8 @@ pub async fn open_with(url: &str, keyring: Arc<Keyring>) -> anyhow::Result<Datab
         }
     } else if url.starts_with("sqlite:") {
         let s = sqlite::SqliteStore::connect(url, keyring).await?;
-        let keys = crate::infra::auth::KeyStore::Sqlite(s.pool().clone());
         let db = crate::infra::db::Db::Sqlite(s.pool().clone());
+        let keys = crate::infra::auth::KeyStore::new(db.clone());
         Database {
             store: Arc::new(s),
             keys,

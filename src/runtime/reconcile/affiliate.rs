@@ -30,8 +30,9 @@ use super::pass::*;
 use super::report::*;
 use super::rows::*;
 use crate::infra::db::Db;
+use crate::infra::db::{mysql_cells, sqlite_cells};
 use crate::infra::store::{DynStore, StoredEvent};
-use crate::runtime::projector::{mysql_cells, select_sql, sqlite_cells};
+use crate::runtime::projector::select_sql;
 use factledger_aggregates::commission::{
     Commission, CommissionEvent, CommissionStatus, COMMISSION_ADJUSTMENT_REF_TYPE,
     COMMISSION_AGGREGATE_TYPE, COMMISSION_REF_TYPE,

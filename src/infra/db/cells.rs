@@ -1,0 +1,92 @@
+//! Values crossing the database boundary without naming a backend: statement
+//! arguments are [`Cell`]s bound in order ([`bind_cells!`]), and result rows are
+//! decoded by position into [`MemRow`]s as a list of typed [`Column`]s says. The same
+//! SQL and the same cells run on MariaDB and SQLite; only the decoding of text differs
+//! (MariaDB reports `_bin` collated columns as binary, see [`RowText`]).
+
+use factledger_projections::table::{Cell, ColType, Column, MemRow, TableDef};
+use sqlx::mysql::MySqlRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+
+/// Bind `$args` (an iterator of `&Cell`) to the query `$q`, in order.
+macro_rules! bind_cells {
+    ($q:expr, $args:expr) => {{
+        let mut q = $q;
+        for a in $args {
+            q = match a {
+                factledger_projections::table::Cell::Null => q.bind(None::<String>),
+                factledger_projections::table::Cell::Int(i) => q.bind(*i),
+                factledger_projections::table::Cell::Text(s) => q.bind(s.as_str()),
+            };
+        }
+        q
+    }};
+}
+pub(crate) use bind_cells;
+
+/// Reading text columns the same way on both backends. MariaDB reports `_bin`
+/// collated columns as binary, which sqlx will not decode as `String` (see
+/// `store::mysql::text`).
+pub trait RowText {
+    fn text(&self, i: usize) -> Result<String, sqlx::Error>;
+    fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error>;
+}
+
+impl RowText for MySqlRow {
+    fn text(&self, i: usize) -> Result<String, sqlx::Error> {
+        crate::infra::store::mysql::text(self, i)
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error> {
+        crate::infra::store::mysql::opt_text(self, i)
+    }
+}
+
+impl RowText for SqliteRow {
+    fn text(&self, i: usize) -> Result<String, sqlx::Error> {
+        self.try_get(i)
+    }
+    fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error> {
+        self.try_get(i)
+    }
+}
+
+/// One result row decoded by position as `columns` (either backend).
+pub fn cells<R>(r: &R, columns: &[Column]) -> Result<MemRow, sqlx::Error>
+where
+    R: Row + RowText,
+    for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<i64>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    usize: sqlx::ColumnIndex<R>,
+{
+    let mut row = MemRow::new();
+    for (i, c) in columns.iter().enumerate() {
+        let v = match c.ty {
+            ColType::Int => Cell::Int(r.try_get(i)?),
+            ColType::OptInt => r
+                .try_get::<Option<i64>, _>(i)?
+                .map_or(Cell::Null, Cell::Int),
+            ColType::Text => Cell::Text(r.text(i)?),
+            ColType::OptText => r.opt_text(i)?.map_or(Cell::Null, Cell::Text),
+        };
+        row.insert(c.name, v);
+    }
+    Ok(row)
+}
+
+/// [`cells`] on a MariaDB row.
+pub fn mysql_cells(r: &MySqlRow, columns: &[Column]) -> Result<MemRow, sqlx::Error> {
+    cells(r, columns)
+}
+
+/// [`cells`] on a SQLite row.
+pub fn sqlite_cells(r: &SqliteRow, columns: &[Column]) -> Result<MemRow, sqlx::Error> {
+    cells(r, columns)
+}
+
+/// `SELECT <every column of def> FROM <table>` with `tail` (conditions, order, limit:
+/// `?` placeholders for the arguments).
+pub fn select_sql(def: &TableDef, tail: &str) -> String {
+    let names: Vec<&str> = def.columns.iter().map(|c| c.name).collect();
+    format!("SELECT {} FROM {} {tail}", names.join(", "), def.name)
+}
