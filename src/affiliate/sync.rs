@@ -33,7 +33,7 @@ use super::platform::{
     PAGE_SIZE_DEFAULT, REQUEST_TIMEOUT_MS_DEFAULT,
 };
 use super::{IngestError, IngestResult, OrderIngestor};
-use crate::infra::db::{now_ms, Db, Tx};
+use crate::infra::db::{now_ms, Db, Get, Tx};
 use crate::infra::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
 use crate::infra::jobs::{Backoff, Engine, JobError, JobKind, JobSubmit};
 use crate::infra::store::{Fence, StoreError};
@@ -453,21 +453,16 @@ pub async fn load_state(
     let Some(row) = db.fetch_optional(sql, &state_key(pair, task), READ).await? else {
         return Ok(None);
     };
-    let int = |name: &str| match row.get(name) {
-        Some(Cell::Int(v)) => Some(*v),
-        _ => None,
-    };
-    let pages_done = int("pages_done").unwrap_or_default();
+    let pages_done = row.int("pages_done")?;
     Ok(Some(SyncState {
-        mark_ms: int("mark_ms"),
-        window_ms: int("window_from_ms").zip(int("window_to_ms")),
-        page_token: match row.get("page_token") {
-            Some(Cell::Text(t)) => Some(t.clone()),
-            _ => None,
-        },
+        mark_ms: row.opt_int("mark_ms")?,
+        window_ms: row
+            .opt_int("window_from_ms")?
+            .zip(row.opt_int("window_to_ms")?),
+        page_token: row.opt_text("page_token")?,
         pages_done: i32::try_from(pages_done)
             .map_err(|e| sqlx::Error::Decode(format!("pages_done {pages_done}: {e}").into()))?,
-        windows_done: int("windows_done").unwrap_or_default(),
+        windows_done: row.int("windows_done")?,
     }))
 }
 
@@ -483,9 +478,12 @@ async fn save_state(
     let Some(mut tx) = Tx::fenced(db, fence).await? else {
         return Ok(false);
     };
-    let upsert = tx
-        .dialect()
-        .upsert("platform_sync_state", STATE_COLUMNS, STATE_KEY);
+    let upsert = tx.dialect().upsert(
+        "platform_sync_state",
+        STATE_COLUMNS,
+        STATE_KEY,
+        &STATE_COLUMNS[STATE_KEY.len()..],
+    );
     let opt = |v: Option<i64>| v.map_or(Cell::Null, Cell::Int);
     let mut args = state_key(pair, task).to_vec();
     args.extend([

@@ -32,7 +32,7 @@
 
 use crate::bill::order_status::{MasterOutcome, OrderStatusManager};
 use crate::bill::projection::{facts_of, recompute_station_months, select_station_months};
-use crate::infra::db::Db;
+use crate::infra::db::{Db, Get, Tx};
 use crate::infra::jobs::cron::EngineSlot;
 use crate::infra::jobs::{ClaimedJob, JobFailure, JobHandler, JobKind, RoundReport};
 use crate::infra::store::{time_text, Fence};
@@ -52,7 +52,7 @@ use factledger_projections::bill::tables::{
     ORDERS, PARTNER_ACCOUNTS, PARTNER_BILLS,
 };
 use factledger_projections::bill::{OrderStatus, PaymentStatus, StationMonth, YearMonth};
-use factledger_projections::table::{Cell, MemRow, TableDef};
+use factledger_projections::table::{Cell, ColType, Column, MemRow, TableDef};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -401,25 +401,6 @@ pub async fn account_page(
 // ---------------------------------------------------------------------------------
 // Progress (fenced by the job claim) and findings.
 
-/// Run `$body` on whichever pool `$db` holds, in a transaction that first locks the
-/// fencing job row (as the platform sync's checkpoint does).
-macro_rules! fenced_tx {
-    ($db:expr, |$tx:ident, $lock:ident| $body:expr) => {
-        match $db {
-            Db::Mysql(p) => {
-                let mut $tx = p.begin().await?;
-                let $lock = " FOR UPDATE";
-                $body
-            }
-            Db::Sqlite(p) => {
-                let mut $tx = p.begin_with("BEGIN IMMEDIATE").await?;
-                let $lock = "";
-                $body
-            }
-        }
-    };
-}
-
 /// The saved progress of a job: the generation and the last station-month done.
 pub async fn load_progress(
     db: &Db,
@@ -427,27 +408,33 @@ pub async fn load_progress(
 ) -> Result<Option<(i64, StationMonth)>, sqlx::Error> {
     let sql = "SELECT generation, last_station_id, last_month FROM bill_refresh_progress \
                WHERE job_code = ?";
-    macro_rules! read {
-        ($p:expr) => {{
-            use crate::infra::db::RowText;
-            use sqlx::Row;
-            let row = sqlx::query(sql).bind(job_code).fetch_optional($p).await?;
-            match row {
-                None => None,
-                Some(r) => {
-                    let generation: i64 = r.try_get(0)?;
-                    let station_id: i64 = r.try_get(1)?;
-                    let month = YearMonth::parse(&r.text(2)?)
-                        .map_err(|e| sqlx::Error::Decode(e.to_string().into()))?;
-                    Some((generation, StationMonth { station_id, month }))
-                }
-            }
-        }};
-    }
-    Ok(match db {
-        Db::Mysql(p) => read!(p),
-        Db::Sqlite(p) => read!(p),
-    })
+    const PROGRESS: &[Column] = &[
+        Column {
+            name: "generation",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "last_station_id",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "last_month",
+            ty: ColType::Text,
+        },
+    ];
+    let Some(r) = db
+        .fetch_optional(sql, &[Cell::text(job_code)], PROGRESS)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let month = YearMonth::parse(&r.text("last_month")?)
+        .map_err(|e| sqlx::Error::Decode(e.to_string().into()))?;
+    let station_id = r.int("last_station_id")?;
+    Ok(Some((
+        r.int("generation")?,
+        StationMonth { station_id, month },
+    )))
 }
 
 /// Save (or, with `None`, clear) the progress, only while `fence` is the job's
@@ -458,40 +445,26 @@ async fn save_progress(
     job_code: &str,
     progress: Option<(i64, StationMonth)>,
 ) -> Result<bool, sqlx::Error> {
-    fenced_tx!(db, |tx, lock| {
-        let claim = format!(
-            "SELECT id FROM jobs WHERE id = ? AND status = 1 AND running_attempt = ?{lock}"
-        );
-        let current = sqlx::query(&claim)
-            .bind(fence.job_id)
-            .bind(fence.running_attempt)
-            .fetch_optional(&mut *tx)
-            .await?
-            .is_some();
-        if !current {
-            return Ok(false);
-        }
-        sqlx::query("DELETE FROM bill_refresh_progress WHERE job_code = ?")
-            .bind(job_code)
-            .execute(&mut *tx)
-            .await?;
-        if let Some((generation, sm)) = progress {
-            sqlx::query(
-                "INSERT INTO bill_refresh_progress \
-                 (job_code, generation, last_station_id, last_month, updated_at) \
-                 VALUES (?, ?, ?, ?, ?)",
-            )
-            .bind(job_code)
-            .bind(generation)
-            .bind(sm.station_id)
-            .bind(sm.month.to_string())
-            .bind(time_text(&Utc::now()))
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(true)
-    })
+    let Some(mut tx) = Tx::fenced(db, fence).await? else {
+        return Ok(false);
+    };
+    let clear = "DELETE FROM bill_refresh_progress WHERE job_code = ?";
+    tx.exec(clear, &[Cell::text(job_code)]).await?;
+    if let Some((generation, sm)) = progress {
+        let insert = "INSERT INTO bill_refresh_progress \
+                      (job_code, generation, last_station_id, last_month, updated_at) \
+                      VALUES (?, ?, ?, ?, ?)";
+        let args = [
+            Cell::text(job_code),
+            Cell::Int(generation),
+            Cell::Int(sm.station_id),
+            Cell::Text(sm.month.to_string()),
+            Cell::Text(time_text(&Utc::now())),
+        ];
+        tx.exec(insert, &args).await?;
+    }
+    tx.commit().await?;
+    Ok(true)
 }
 
 /// One stored finding.
@@ -510,28 +483,19 @@ async fn insert_finding(db: &Db, f: &FindingRow<'_>) -> Result<(), sqlx::Error> 
     let sql = "INSERT INTO bill_inspection_findings (job_code, generation, station_id, \
                bill_yearmonth, rule_id, severity, row_table, row_id, message, found_at) \
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    macro_rules! go {
-        ($p:expr) => {
-            sqlx::query(sql)
-                .bind(f.job_code)
-                .bind(f.generation)
-                .bind(f.station_month.station_id)
-                .bind(f.station_month.month.to_string())
-                .bind(f.rule_id)
-                .bind(f.severity)
-                .bind(f.row.map(|(t, _)| t.name()))
-                .bind(f.row.map(|(_, id)| id))
-                .bind(f.message)
-                .bind(f.found_at)
-                .execute($p)
-                .await
-                .map(|_| ())
-        };
-    }
-    match db {
-        Db::Mysql(p) => go!(p),
-        Db::Sqlite(p) => go!(p),
-    }
+    let args = [
+        Cell::text(f.job_code),
+        Cell::Int(f.generation),
+        Cell::Int(f.station_month.station_id),
+        Cell::Text(f.station_month.month.to_string()),
+        Cell::text(f.rule_id),
+        Cell::text(f.severity),
+        Cell::opt_text(f.row.map(|(t, _)| t.name())),
+        f.row.map_or(Cell::Null, |(_, id)| Cell::Int(id)),
+        Cell::text(f.message),
+        Cell::text(f.found_at),
+    ];
+    db.exec(sql, &args).await.map(|_| ())
 }
 
 /// A stored finding, as `GET /v1/bills/inspections` serves it.

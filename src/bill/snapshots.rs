@@ -18,7 +18,7 @@
 //!   outside does the same, and restarts from the first bill).
 //!   [`submit_snapshot_refresh`] is how a refresh request submits one.
 
-use crate::infra::db::Db;
+use crate::infra::db::{Db, Fence, Tx};
 use crate::infra::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
 use crate::infra::jobs::{JobError, JobKind, JobSubmit};
 use crate::infra::store::{time_text, StoreError};
@@ -29,7 +29,7 @@ use factledger_projections::bill::fold::{int_of, line_of, opt_int_of, order_of, 
 use factledger_projections::bill::order_status::LineResult;
 use factledger_projections::bill::snapshot::{
     after_round, aggregate, refresh_existing, snapshot_page, BillKey, BillSnapshot, SnapshotCounts,
-    SnapshotJobNext, SnapshotRefresh, SnapshotStatus, SNAPSHOT_LEASE_MS_DEFAULT,
+    SnapshotJobNext, SnapshotPage, SnapshotRefresh, SnapshotStatus, SNAPSHOT_LEASE_MS_DEFAULT,
 };
 use factledger_projections::bill::tables::{DIFFS, LINES, ORDERS, RESULTS};
 use factledger_projections::bill::{ResultSource, ResultStatus, ResultType, StationMonth};
@@ -147,41 +147,6 @@ fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
         .map_err(|e| corrupt(format!("time {s}: {e}")))
 }
 
-/// Run statements in ONE transaction on either backend.
-macro_rules! in_tx {
-    ($db:expr, |$tx:ident| $body:block) => {{
-        match $db {
-            Db::Mysql(p) => {
-                let mut $tx = p.begin().await?;
-                let out = $body;
-                $tx.commit().await?;
-                out
-            }
-            Db::Sqlite(p) => {
-                let mut $tx = p.begin().await?;
-                let out = $body;
-                $tx.commit().await?;
-                out
-            }
-        }
-    }};
-}
-
-macro_rules! exec {
-    ($tx:expr, $sql:expr, $args:expr) => {{
-        let args: &[Cell] = $args;
-        let mut q = sqlx::query($sql);
-        for a in args {
-            q = match a {
-                Cell::Null => q.bind(None::<String>),
-                Cell::Int(i) => q.bind(*i),
-                Cell::Text(s) => q.bind(s.as_str()),
-            };
-        }
-        q.execute(&mut *$tx).await?.rows_affected()
-    }};
-}
-
 /// Insert the snapshot rows of an approved order (from its `PaymentOrderApproved`
 /// event): one per approved payable line's bill, planned amount frozen; a bill that
 /// has a row keeps it. Idempotent (the process manager may replay the event).
@@ -253,8 +218,7 @@ pub async fn insert_on_approval(
             Cell::Int(0i64.saturating_sub(*planned_minor)),
             Cell::text(approved_at),
         ];
-        let done: Result<u64, sqlx::Error> =
-            async { Ok(in_tx!(db, |tx| { exec!(tx, sql, &args) })) }.await;
+        let done = db.exec(sql, &args).await;
         match done {
             Ok(_) => inserted += 1,
             // A concurrent replay inserted it first: the row stands.
@@ -451,42 +415,8 @@ impl SnapshotRefreshHandler {
     }
 
     async fn round(&self, job: &ClaimedJob) -> Result<RoundReport, RoundError> {
-        let payload = job.payload_json().map_err(RoundError::Job)?;
-        let Some(refresh_version) = payload["refresh_version"].as_i64() else {
-            return Err(RoundError::Job(JobFailure {
-                exhaust: true,
-                ..JobFailure::new("payload: refresh_version must be an integer")
-            }));
-        };
-        let mut bills = Vec::new();
-        for b in payload["bills"].as_array().into_iter().flatten() {
-            let text = b.as_str().unwrap_or_default();
-            match parse_bill_key(text) {
-                Some(k) => bills.push(k),
-                None => {
-                    return Err(RoundError::Job(JobFailure {
-                        exhaust: true,
-                        ..JobFailure::new(format!("payload: bad bill key {text:?}"))
-                    }))
-                }
-            }
-        }
-        let progress = select_rows(
-            &self.db,
-            &PROGRESS,
-            "WHERE job_code = ?",
-            &[Cell::text(job.code.clone())],
-        )
-        .await?;
-        let cursor = match progress.first() {
-            Some(p) if int_of(p, "generation").map_err(corrupt)? == job.generation => {
-                match p.get("cursor_key") {
-                    Some(Cell::Text(c)) => parse_bill_key(c),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
+        let (refresh_version, bills) = round_payload(job)?;
+        let cursor = self.saved_cursor(job).await?;
         let page = snapshot_page(&bills, cursor);
         let mut counts = SnapshotCounts::default();
         let mut writes: Vec<(String, BillSnapshot)> = Vec::new();
@@ -498,88 +428,7 @@ impl SnapshotRefreshHandler {
             }
         }
         let more = page.next_cursor.is_some();
-        let fence_sql = match &self.db {
-            Db::Mysql(_) => {
-                "SELECT COUNT(*) FROM jobs WHERE id = ? AND status = 1 AND running_attempt = ? \
-                 FOR UPDATE"
-            }
-            Db::Sqlite(_) => {
-                "SELECT COUNT(*) FROM jobs WHERE id = ? AND status = 1 AND running_attempt = ?"
-            }
-        };
-        let update = "UPDATE bill_dimension_snapshot SET paid_amount = ?, paid_count = ?, \
-                      failed_amount = ?, failed_count = ?, status = ?, latest_paid_at = ?, \
-                      source = ?, refresh_version = ?, payment_diff = ? WHERE bill_key = ?";
-        let bump = "UPDATE jobs SET request_generation = request_generation + 1 \
-                    WHERE id = ? AND status = 1 AND running_attempt = ? \
-                    AND request_generation = ?";
-        let fenced = in_tx!(&self.db, |tx| {
-            let live: i64 = sqlx::query_scalar(fence_sql)
-                .bind(job.id)
-                .bind(job.running_attempt)
-                .fetch_one(&mut *tx)
-                .await?;
-            if live != 1 {
-                true
-            } else {
-                for (key, s) in &writes {
-                    let args = [
-                        Cell::Int(s.paid_amount_minor),
-                        Cell::Int(i64::from(s.paid_count)),
-                        Cell::Int(s.failed_amount_minor),
-                        Cell::Int(i64::from(s.failed_count)),
-                        Cell::text(status_text(s.status)),
-                        Cell::opt_text(s.latest_paid_at.map(|t| time_text(&t))),
-                        Cell::opt_text(s.source.map(source_text)),
-                        Cell::Int(s.refresh_version),
-                        Cell::Int(s.payment_diff_minor),
-                        Cell::text(key.clone()),
-                    ];
-                    exec!(tx, update, &args);
-                }
-                // More pages: a new generation sends the job back to PENDING; the
-                // cursor belongs to it. Without a bump (a newer request came in), the
-                // cursor is dropped: the newer request starts from the first bill.
-                let next_generation = if more {
-                    let bumped = exec!(
-                        tx,
-                        bump,
-                        &[
-                            Cell::Int(job.id),
-                            Cell::Int(job.running_attempt),
-                            Cell::Int(job.generation)
-                        ]
-                    );
-                    if bumped == 1 {
-                        job.generation + 1
-                    } else {
-                        -1
-                    }
-                } else {
-                    job.generation
-                };
-                exec!(
-                    tx,
-                    "DELETE FROM bill_snapshot_progress WHERE job_code = ?",
-                    &[Cell::text(job.code.clone())]
-                );
-                exec!(
-                    tx,
-                    "INSERT INTO bill_snapshot_progress (job_code, generation, cursor_key, \
-                     updated_total, skipped_total, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    &[
-                        Cell::text(job.code.clone()),
-                        Cell::Int(next_generation),
-                        Cell::opt_text(page.next_cursor.map(|c| c.to_string())),
-                        Cell::Int(i64::from(counts.updated)),
-                        Cell::Int(i64::from(counts.skipped)),
-                        Cell::text(time_text(&chrono::Utc::now())),
-                    ]
-                );
-                false
-            }
-        });
-        if fenced {
+        if !self.write_round(job, &page, &counts, &writes).await? {
             return Err(RoundError::Job(JobFailure {
                 fenced: true,
                 ..JobFailure::new("the round's job claim was lost; nothing written")
@@ -605,6 +454,123 @@ impl SnapshotRefreshHandler {
             business_done: next == SnapshotJobNext::Success,
         })
     }
+
+    /// Where this generation of the job left off, if it saved a cursor.
+    async fn saved_cursor(&self, job: &ClaimedJob) -> Result<Option<BillKey>, RoundError> {
+        let progress = select_rows(
+            &self.db,
+            &PROGRESS,
+            "WHERE job_code = ?",
+            &[Cell::text(job.code.clone())],
+        )
+        .await?;
+        Ok(match progress.first() {
+            Some(p) if int_of(p, "generation").map_err(corrupt)? == job.generation => {
+                match p.get("cursor_key") {
+                    Some(Cell::Text(c)) => parse_bill_key(c),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+    }
+
+    /// Write a round's snapshots and progress in one transaction fenced by the job's
+    /// claim; false when the claim was lost (nothing written). With more pages to go,
+    /// a new generation sends the job back to PENDING and the cursor belongs to it;
+    /// without a bump (a newer request came in) the cursor is dropped and the newer
+    /// request starts from the first bill.
+    async fn write_round(
+        &self,
+        job: &ClaimedJob,
+        page: &SnapshotPage,
+        counts: &SnapshotCounts,
+        writes: &[(String, BillSnapshot)],
+    ) -> Result<bool, RoundError> {
+        let update = "UPDATE bill_dimension_snapshot SET paid_amount = ?, paid_count = ?, \
+                      failed_amount = ?, failed_count = ?, status = ?, latest_paid_at = ?, \
+                      source = ?, refresh_version = ?, payment_diff = ? WHERE bill_key = ?";
+        let bump = "UPDATE jobs SET request_generation = request_generation + 1 \
+                    WHERE id = ? AND status = 1 AND running_attempt = ? \
+                    AND request_generation = ?";
+        let fence = Fence {
+            job_id: job.id,
+            running_attempt: job.running_attempt,
+        };
+        let Some(mut tx) = Tx::fenced(&self.db, fence).await? else {
+            return Ok(false);
+        };
+        for (key, s) in writes {
+            let args = [
+                Cell::Int(s.paid_amount_minor),
+                Cell::Int(i64::from(s.paid_count)),
+                Cell::Int(s.failed_amount_minor),
+                Cell::Int(i64::from(s.failed_count)),
+                Cell::text(status_text(s.status)),
+                Cell::opt_text(s.latest_paid_at.map(|t| time_text(&t))),
+                Cell::opt_text(s.source.map(source_text)),
+                Cell::Int(s.refresh_version),
+                Cell::Int(s.payment_diff_minor),
+                Cell::text(key.clone()),
+            ];
+            tx.exec(update, &args).await?;
+        }
+        let next_generation = if page.next_cursor.is_some() {
+            let claim = [
+                Cell::Int(job.id),
+                Cell::Int(job.running_attempt),
+                Cell::Int(job.generation),
+            ];
+            if tx.exec(bump, &claim).await? == 1 {
+                job.generation + 1
+            } else {
+                -1
+            }
+        } else {
+            job.generation
+        };
+        let code = Cell::text(job.code.clone());
+        let clear = "DELETE FROM bill_snapshot_progress WHERE job_code = ?";
+        tx.exec(clear, std::slice::from_ref(&code)).await?;
+        let save = "INSERT INTO bill_snapshot_progress (job_code, generation, cursor_key, \
+                    updated_total, skipped_total, updated_at) VALUES (?, ?, ?, ?, ?, ?)";
+        let args = [
+            code,
+            Cell::Int(next_generation),
+            Cell::opt_text(page.next_cursor.map(|c| c.to_string())),
+            Cell::Int(i64::from(counts.updated)),
+            Cell::Int(i64::from(counts.skipped)),
+            Cell::text(time_text(&chrono::Utc::now())),
+        ];
+        tx.exec(save, &args).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}
+
+/// The refresh version and the bills of a snapshot job's payload.
+fn round_payload(job: &ClaimedJob) -> Result<(i64, Vec<BillKey>), RoundError> {
+    let payload = job.payload_json().map_err(RoundError::Job)?;
+    let Some(refresh_version) = payload["refresh_version"].as_i64() else {
+        return Err(RoundError::Job(JobFailure {
+            exhaust: true,
+            ..JobFailure::new("payload: refresh_version must be an integer")
+        }));
+    };
+    let mut bills = Vec::new();
+    for b in payload["bills"].as_array().into_iter().flatten() {
+        let text = b.as_str().unwrap_or_default();
+        match parse_bill_key(text) {
+            Some(k) => bills.push(k),
+            None => {
+                return Err(RoundError::Job(JobFailure {
+                    exhaust: true,
+                    ..JobFailure::new(format!("payload: bad bill key {text:?}"))
+                }))
+            }
+        }
+    }
+    Ok((refresh_version, bills))
 }
 
 enum RoundError {

@@ -4,9 +4,10 @@
 //! racing a late inline outcome) changes nothing the second time.
 
 use super::{CallbackError, HandleStatus, Normalized, VerifyStatus};
-use crate::infra::db::{now_ms, Db, RowText};
+use crate::infra::db::{now_ms, Db, RowText, Tx};
 use crate::infra::jobs::truncate_error;
 use crate::infra::store::Fence;
+use factledger_projections::table::Cell;
 
 /// Run a query on whichever pool `$db` holds.
 macro_rules! both {
@@ -310,44 +311,19 @@ pub async fn record_replay_outcome(
     let update = "UPDATE callback_inbox SET handle_status = ?, \
                   handle_attempts = handle_attempts + 1, handle_error = ?, handled_at_ms = ?, \
                   updated_at_ms = ? WHERE id = ? AND handle_status = 2";
-    macro_rules! go {
-        ($tx:ident, $lock:expr) => {{
-            let claim = format!(
-                "SELECT id FROM jobs WHERE id = ? AND status = 1 AND running_attempt = ?{}",
-                $lock
-            );
-            let current = sqlx::query(&claim)
-                .bind(fence.job_id)
-                .bind(fence.running_attempt)
-                .fetch_optional(&mut *$tx)
-                .await?
-                .is_some();
-            if !current {
-                return Ok(false);
-            }
-            let n = sqlx::query(update)
-                .bind(status as i32)
-                .bind(&error)
-                .bind(handled_at)
-                .bind(now_ms())
-                .bind(id)
-                .execute(&mut *$tx)
-                .await?
-                .rows_affected();
-            $tx.commit().await?;
-            Ok(n == 1)
-        }};
-    }
-    match db {
-        Db::Mysql(p) => {
-            let mut tx = p.begin().await?;
-            go!(tx, " FOR UPDATE")
-        }
-        Db::Sqlite(p) => {
-            let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
-            go!(tx, "")
-        }
-    }
+    let Some(mut tx) = Tx::fenced(db, fence).await? else {
+        return Ok(false);
+    };
+    let args = [
+        Cell::Int(status as i64),
+        Cell::opt_text(error),
+        handled_at.map_or(Cell::Null, Cell::Int),
+        Cell::Int(now_ms()),
+        Cell::Int(id),
+    ];
+    let n = tx.exec(update, &args).await?;
+    tx.commit().await?;
+    Ok(n == 1)
 }
 
 /// Verified, normalised callbacks still pending after `older_than_ms`: their handling

@@ -15,9 +15,9 @@
 //! ([`KeyStore::bootstrap`]), which needs database access and refuses while an
 //! unrevoked admin key exists.
 
-use crate::infra::db::{rfc3339_of, Db};
+use crate::infra::db::{rfc3339_of, Db, Get};
 use chrono::Utc;
-use factledger_projections::table::{Cell, ColType, Column, MemRow};
+use factledger_projections::table::{Cell, ColType, Column};
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -183,8 +183,8 @@ impl KeyStore {
             return Ok(None);
         };
         Ok(Some(Principal {
-            key_id: text(&row, "key_id")?,
-            role: text(&row, "role")?.parse().map_err(anyhow::Error::msg)?,
+            key_id: row.text("key_id")?,
+            role: row.text("role")?.parse().map_err(anyhow::Error::msg)?,
         }))
     }
 
@@ -239,21 +239,13 @@ impl KeyStore {
         rows.iter()
             .map(|r| {
                 Ok(KeyInfo {
-                    key_id: text(r, "key_id")?,
-                    role: text(r, "role")?,
-                    created_at: rfc3339_of(&text(r, "created_at")?).map_err(anyhow::Error::msg)?,
-                    revoked: !matches!(r.get("revoked"), Some(Cell::Int(0))),
+                    key_id: r.text("key_id")?,
+                    role: r.text("role")?,
+                    created_at: rfc3339_of(&r.text("created_at")?).map_err(anyhow::Error::msg)?,
+                    revoked: r.int("revoked")? != 0,
                 })
             })
             .collect()
-    }
-}
-
-/// A text column of a row read by [`KeyStore`].
-fn text(row: &MemRow, name: &str) -> anyhow::Result<String> {
-    match row.get(name) {
-        Some(Cell::Text(t)) => Ok(t.clone()),
-        other => anyhow::bail!("api_keys.{name}: expected text, got {other:?}"),
     }
 }
 

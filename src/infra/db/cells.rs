@@ -90,3 +90,48 @@ pub fn select_sql(def: &TableDef, tail: &str) -> String {
     let names: Vec<&str> = def.columns.iter().map(|c| c.name).collect();
     format!("SELECT {} FROM {} {tail}", names.join(", "), def.name)
 }
+
+/// Typed access to a decoded row by column name; a missing column or a value of the
+/// wrong kind is a decode error naming the column (never a silent default).
+pub trait Get {
+    fn int(&self, column: &str) -> Result<i64, sqlx::Error>;
+    fn opt_int(&self, column: &str) -> Result<Option<i64>, sqlx::Error>;
+    fn text(&self, column: &str) -> Result<String, sqlx::Error>;
+    fn opt_text(&self, column: &str) -> Result<Option<String>, sqlx::Error>;
+}
+
+fn wrong(column: &str, want: &str, got: Option<&Cell>) -> sqlx::Error {
+    sqlx::Error::ColumnDecode {
+        index: column.to_owned(),
+        source: format!("expected {want}, got {got:?}").into(),
+    }
+}
+
+impl Get for MemRow {
+    fn int(&self, column: &str) -> Result<i64, sqlx::Error> {
+        match self.get(column) {
+            Some(Cell::Int(v)) => Ok(*v),
+            other => Err(wrong(column, "an integer", other)),
+        }
+    }
+    fn opt_int(&self, column: &str) -> Result<Option<i64>, sqlx::Error> {
+        match self.get(column) {
+            Some(Cell::Int(v)) => Ok(Some(*v)),
+            Some(Cell::Null) => Ok(None),
+            other => Err(wrong(column, "an integer or NULL", other)),
+        }
+    }
+    fn text(&self, column: &str) -> Result<String, sqlx::Error> {
+        match self.get(column) {
+            Some(Cell::Text(t)) => Ok(t.clone()),
+            other => Err(wrong(column, "text", other)),
+        }
+    }
+    fn opt_text(&self, column: &str) -> Result<Option<String>, sqlx::Error> {
+        match self.get(column) {
+            Some(Cell::Text(t)) => Ok(Some(t.clone())),
+            Some(Cell::Null) => Ok(None),
+            other => Err(wrong(column, "text or NULL", other)),
+        }
+    }
+}

@@ -12,15 +12,15 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    /// `INSERT INTO table (columns) VALUES (?, …)` that updates `updates` (every
-    /// other column when empty) when a row with the same `keys` exists.
-    pub fn upsert(self, table: &str, columns: &[&str], keys: &[&str]) -> String {
+    /// `INSERT INTO table (columns) VALUES (?, …)` that, when a row with the same
+    /// `keys` exists, sets only the `updates` columns to the inserted values.
+    pub fn upsert(self, table: &str, columns: &[&str], keys: &[&str], updates: &[&str]) -> String {
         let marks = vec!["?"; columns.len()].join(", ");
         let insert = format!(
             "INSERT INTO {table} ({}) VALUES ({marks})",
             columns.join(", ")
         );
-        let updated = columns.iter().filter(|c| !keys.contains(c));
+        let updated = updates.iter();
         match self {
             Dialect::Mysql => {
                 let set: Vec<String> = updated.map(|c| format!("{c} = VALUES({c})")).collect();
@@ -79,16 +79,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn upsert_updates_every_non_key_column_in_each_dialect() {
-        let cols = ["a", "b", "c"];
+    fn upsert_sets_only_the_named_columns_in_each_dialect() {
+        let cols = ["a", "b", "c", "d"];
         assert_eq!(
-            Dialect::Mysql.upsert("t", &cols, &["a"]),
-            "INSERT INTO t (a, b, c) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE \
+            Dialect::Mysql.upsert("t", &cols, &["a"], &["b", "c"]),
+            "INSERT INTO t (a, b, c, d) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE \
              b = VALUES(b), c = VALUES(c)"
         );
         assert_eq!(
-            Dialect::Sqlite.upsert("t", &cols, &["a"]),
-            "INSERT INTO t (a, b, c) VALUES (?, ?, ?) ON CONFLICT (a) DO UPDATE SET \
+            Dialect::Sqlite.upsert("t", &cols, &["a"], &["b", "c"]),
+            "INSERT INTO t (a, b, c, d) VALUES (?, ?, ?, ?) ON CONFLICT (a) DO UPDATE SET \
              b = excluded.b, c = excluded.c"
         );
     }

@@ -76,6 +76,22 @@ impl Tx {
         }
     }
 
+    pub async fn rollback(self) -> Result<(), sqlx::Error> {
+        match self {
+            Tx::Mysql(t) => t.rollback().await,
+            Tx::Sqlite(t) => t.rollback().await,
+        }
+    }
+
+    /// Commit when `commit`, else roll back.
+    pub async fn finish(self, commit: bool) -> Result<(), sqlx::Error> {
+        if commit {
+            self.commit().await
+        } else {
+            self.rollback().await
+        }
+    }
+
     /// Run one statement; the rows it changed.
     pub async fn exec(&mut self, sql: &str, args: &[Cell]) -> Result<u64, sqlx::Error> {
         Ok(match self {

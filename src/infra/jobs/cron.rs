@@ -25,8 +25,9 @@
 
 use super::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport, WeakEngine};
 use super::{Engine, JobKind};
-use crate::infra::db::{now_ms, Db, RowText};
+use crate::infra::db::{now_ms, Db, Get, Tx};
 use async_trait::async_trait;
+use factledger_projections::table::{Cell, ColType, Column};
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
@@ -134,78 +135,52 @@ impl Drop for Running {
     }
 }
 
-/// Run a block on a transaction of whichever backend `$db` is, with `$lock` the
-/// row-lock suffix of a SELECT (`FOR UPDATE` on MariaDB; SQLite's `BEGIN IMMEDIATE`
-/// already locks the database). The block evaluates to `Result<(T, bool), _>`:
-/// commit when the bool is true, else roll back.
-macro_rules! in_tx {
-    ($db:expr, |$tx:ident, $lock:ident| $body:expr) => {
-        match $db {
-            Db::Mysql(p) => {
-                let mut $tx = p.begin().await?;
-                let $lock = " FOR UPDATE";
-                let (out, commit) = $body;
-                if commit {
-                    $tx.commit().await?;
-                } else {
-                    $tx.rollback().await?;
-                }
-                out
-            }
-            Db::Sqlite(p) => {
-                let mut $tx = p.begin_with("BEGIN IMMEDIATE").await?;
-                let $lock = "";
-                let (out, commit) = $body;
-                if commit {
-                    $tx.commit().await?;
-                } else {
-                    $tx.rollback().await?;
-                }
-                out
-            }
-        }
-    };
-}
-
-/// `(owner, epoch, lease_until_ms)` of the lease row, locked to commit.
-macro_rules! read_lease {
-    ($tx:ident, $lock:ident) => {{
-        use sqlx::Row;
-        let sql = format!(
-            "SELECT owner, epoch, lease_until_ms FROM cron_leases WHERE name = ?{}",
-            $lock
-        );
-        let row = sqlx::query(&sql)
-            .bind(LEASE_NAME)
-            .fetch_one(&mut *$tx)
-            .await?;
-        let owner: Option<String> = row.opt_text(0)?;
-        let epoch: i64 = row.try_get(1)?;
-        let until: i64 = row.try_get(2)?;
-        (owner, epoch, until)
-    }};
+/// `(owner, epoch, lease_until_ms)` of the lease row, locked to commit (`FOR UPDATE`
+/// on MariaDB; the write transaction of [`Tx::begin_write`] holds SQLite's lock).
+async fn read_lease(tx: &mut Tx) -> Result<(Option<String>, i64, i64), sqlx::Error> {
+    const LEASE: &[Column] = &[
+        Column {
+            name: "owner",
+            ty: ColType::OptText,
+        },
+        Column {
+            name: "epoch",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "lease_until_ms",
+            ty: ColType::Int,
+        },
+    ];
+    let sql = format!(
+        "SELECT owner, epoch, lease_until_ms FROM cron_leases WHERE name = ?{}",
+        tx.dialect().lock_rows()
+    );
+    let rows = tx.fetch(&sql, &[Cell::text(LEASE_NAME)], LEASE).await?;
+    let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
+    Ok((
+        row.opt_text("owner")?,
+        row.int("epoch")?,
+        row.int("lease_until_ms")?,
+    ))
 }
 
 /// Renew the lease for `lease_ms` from `now` (the caller checked it is ours).
-macro_rules! renew_lease {
-    ($tx:ident, $now:expr, $lease_ms:expr) => {{
-        sqlx::query("UPDATE cron_leases SET lease_until_ms = ?, renewed_at_ms = ? WHERE name = ?")
-            .bind($now + $lease_ms)
-            .bind($now)
-            .bind(LEASE_NAME)
-            .execute(&mut *$tx)
-            .await?;
-    }};
+async fn renew_lease(tx: &mut Tx, now: i64, lease_ms: i64) -> Result<(), sqlx::Error> {
+    let sql = "UPDATE cron_leases SET lease_until_ms = ?, renewed_at_ms = ? WHERE name = ?";
+    let args = [
+        Cell::Int(now + lease_ms),
+        Cell::Int(now),
+        Cell::text(LEASE_NAME),
+    ];
+    tx.exec(sql, &args).await?;
+    Ok(())
 }
 
-/// Execute one statement on whichever backend `$db` is; rows changed.
-macro_rules! exec {
-    ($db:expr, $sql:expr $(, $v:expr)*) => {
-        match $db {
-            Db::Mysql(p) => sqlx::query($sql)$(.bind($v))*.execute(p).await.map(|r| r.rows_affected()),
-            Db::Sqlite(p) => sqlx::query($sql)$(.bind($v))*.execute(p).await.map(|r| r.rows_affected()),
-        }
-    };
+/// Whether the lease row names `lease` and has not run out at `now_ms`.
+fn still_ours(read: &(Option<String>, i64, i64), lease: &LeaseToken, now_ms: i64) -> bool {
+    let (owner, epoch, until) = read;
+    owner.as_deref() == Some(lease.owner.as_str()) && *epoch == lease.epoch && *until > now_ms
 }
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
@@ -225,45 +200,44 @@ pub async fn record_firing(
 ) -> Result<FireOutcome, CronError> {
     let row = schedule.job(fire_at_ms).row(now_ms)?;
     let code = row.code.clone();
-    let outcome = in_tx!(db, |tx, lock| {
-        let (owner, epoch, until) = read_lease!(tx, lock);
-        if owner.as_deref() != Some(lease.owner.as_str()) || epoch != lease.epoch || until <= now_ms
-        {
-            (FireOutcome::LeaseLost, false)
-        } else {
-            renew_lease!(tx, now_ms, lease_ms);
-            let inserted = sqlx::query(
-                "INSERT INTO cron_firings (schedule, fire_at_ms, job_code, owner, lease_epoch, \
-                 recorded_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&schedule.name)
-            .bind(fire_at_ms)
-            .bind(&code)
-            .bind(&lease.owner)
-            .bind(lease.epoch)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await;
-            match inserted {
-                Err(e) if is_unique_violation(&e) => (FireOutcome::Duplicate, false),
-                Err(e) => return Err(e.into()),
-                Ok(_) => {
-                    tx.insert_job(&row).await?;
-                    sqlx::query(
-                        "UPDATE cron_schedules SET cursor_ms = CASE WHEN cursor_ms < ? THEN ? \
-                         ELSE cursor_ms END, updated_at_ms = ? WHERE name = ?",
-                    )
-                    .bind(fire_at_ms)
-                    .bind(fire_at_ms)
-                    .bind(now_ms)
-                    .bind(&schedule.name)
-                    .execute(&mut *tx)
-                    .await?;
-                    (FireOutcome::Recorded { job_code: code }, true)
-                }
+    let mut tx = Tx::begin_write(db).await?;
+    if !still_ours(&read_lease(&mut tx).await?, lease, now_ms) {
+        tx.rollback().await?;
+        return Ok(FireOutcome::LeaseLost);
+    }
+    renew_lease(&mut tx, now_ms, lease_ms).await?;
+    let insert = "INSERT INTO cron_firings (schedule, fire_at_ms, job_code, owner, lease_epoch, \
+                  recorded_at_ms) VALUES (?, ?, ?, ?, ?, ?)";
+    let args = [
+        Cell::text(&schedule.name),
+        Cell::Int(fire_at_ms),
+        Cell::text(&code),
+        Cell::text(&lease.owner),
+        Cell::Int(lease.epoch),
+        Cell::Int(now_ms),
+    ];
+    let outcome = match tx.exec(insert, &args).await {
+        Err(e) if is_unique_violation(&e) => FireOutcome::Duplicate,
+        Err(e) => return Err(e.into()),
+        Ok(_) => {
+            match &mut tx {
+                Tx::Mysql(t) => t.insert_job(&row).await?,
+                Tx::Sqlite(t) => t.insert_job(&row).await?,
             }
+            let cursor = "UPDATE cron_schedules SET cursor_ms = CASE WHEN cursor_ms < ? THEN ? \
+                          ELSE cursor_ms END, updated_at_ms = ? WHERE name = ?";
+            let args = [
+                Cell::Int(fire_at_ms),
+                Cell::Int(fire_at_ms),
+                Cell::Int(now_ms),
+                Cell::text(&schedule.name),
+            ];
+            tx.exec(cursor, &args).await?;
+            FireOutcome::Recorded { job_code: code }
         }
-    });
+    };
+    tx.finish(matches!(outcome, FireOutcome::Recorded { .. }))
+        .await?;
     Ok(outcome)
 }
 
@@ -349,37 +323,36 @@ impl Scheduler {
     pub async fn acquire(&self, now_ms: i64) -> Result<Option<(LeaseToken, bool)>, CronError> {
         let me = self.inner.config.owner.as_str();
         let lease_ms = self.inner.config.lease_ms;
-        let out = in_tx!(&self.inner.db, |tx, lock| {
-            let (owner, epoch, until) = read_lease!(tx, lock);
-            if owner.as_deref() == Some(me) && until > now_ms {
-                renew_lease!(tx, now_ms, lease_ms);
-                let token = LeaseToken {
-                    owner: me.to_owned(),
-                    epoch,
-                };
-                (Some((token, false)), true)
-            } else if until <= now_ms {
-                sqlx::query(
-                    "UPDATE cron_leases SET owner = ?, epoch = ?, lease_until_ms = ?, \
-                     acquired_at_ms = ?, renewed_at_ms = ? WHERE name = ?",
-                )
-                .bind(me)
-                .bind(epoch + 1)
-                .bind(now_ms + lease_ms)
-                .bind(now_ms)
-                .bind(now_ms)
-                .bind(LEASE_NAME)
-                .execute(&mut *tx)
-                .await?;
-                let token = LeaseToken {
-                    owner: me.to_owned(),
-                    epoch: epoch + 1,
-                };
-                (Some((token, true)), true)
-            } else {
-                (None, false)
-            }
-        });
+        let mut tx = Tx::begin_write(&self.inner.db).await?;
+        let (owner, epoch, until) = read_lease(&mut tx).await?;
+        let out = if owner.as_deref() == Some(me) && until > now_ms {
+            renew_lease(&mut tx, now_ms, lease_ms).await?;
+            let token = LeaseToken {
+                owner: me.to_owned(),
+                epoch,
+            };
+            Some((token, false))
+        } else if until <= now_ms {
+            let take = "UPDATE cron_leases SET owner = ?, epoch = ?, lease_until_ms = ?, \
+                        acquired_at_ms = ?, renewed_at_ms = ? WHERE name = ?";
+            let args = [
+                Cell::text(me),
+                Cell::Int(epoch + 1),
+                Cell::Int(now_ms + lease_ms),
+                Cell::Int(now_ms),
+                Cell::Int(now_ms),
+                Cell::text(LEASE_NAME),
+            ];
+            tx.exec(take, &args).await?;
+            let token = LeaseToken {
+                owner: me.to_owned(),
+                epoch: epoch + 1,
+            };
+            Some((token, true))
+        } else {
+            None
+        };
+        tx.finish(out.is_some()).await?;
         if let Some((token, true)) = &out {
             tracing::info!(owner = %token.owner, epoch = token.epoch, "took the cron lease");
         }
@@ -396,28 +369,28 @@ impl Scheduler {
             .contains(&s.name);
         let db = &self.inner.db;
         if fresh {
-            let upsert = match db {
-                Db::Mysql(_) => {
-                    "INSERT INTO cron_schedules (name, expression, job_kind, cursor_ms, \
-                     created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY \
-                     UPDATE expression = VALUES(expression), job_kind = VALUES(job_kind)"
-                }
-                Db::Sqlite(_) => {
-                    "INSERT INTO cron_schedules (name, expression, job_kind, cursor_ms, \
-                     created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) \
-                     DO UPDATE SET expression = excluded.expression, job_kind = excluded.job_kind"
-                }
-            };
-            exec!(
-                db,
-                upsert,
-                &s.name,
-                s.expr.as_str(),
-                s.kind.name,
-                now_ms,
-                now_ms,
-                now_ms
-            )?;
+            let upsert = db.dialect().upsert(
+                "cron_schedules",
+                &[
+                    "name",
+                    "expression",
+                    "job_kind",
+                    "cursor_ms",
+                    "created_at_ms",
+                    "updated_at_ms",
+                ],
+                &["name"],
+                &["expression", "job_kind"],
+            );
+            let args = [
+                Cell::text(&s.name),
+                Cell::text(s.expr.as_str()),
+                Cell::text(s.kind.name),
+                Cell::Int(now_ms),
+                Cell::Int(now_ms),
+                Cell::Int(now_ms),
+            ];
+            db.exec(&upsert, &args).await?;
             self.inner
                 .ensured
                 .lock()
@@ -425,20 +398,7 @@ impl Scheduler {
                 .insert(s.name.clone());
         }
         let sql = "SELECT cursor_ms FROM cron_schedules WHERE name = ?";
-        let cursor = match db {
-            Db::Mysql(p) => {
-                sqlx::query_scalar::<_, i64>(sql)
-                    .bind(&s.name)
-                    .fetch_one(p)
-                    .await?
-            }
-            Db::Sqlite(p) => {
-                sqlx::query_scalar::<_, i64>(sql)
-                    .bind(&s.name)
-                    .fetch_one(p)
-                    .await?
-            }
-        };
+        let cursor = db.fetch_i64(sql, &[Cell::text(&s.name)]).await?;
         Ok(cursor)
     }
 
@@ -455,30 +415,23 @@ impl Scheduler {
         };
         let lease_ms = self.inner.config.lease_ms;
         let skipped = i64::try_from(due.skipped).unwrap_or(i64::MAX);
-        let ok = in_tx!(&self.inner.db, |tx, lock| {
-            let (owner, epoch, until) = read_lease!(tx, lock);
-            if owner.as_deref() != Some(lease.owner.as_str())
-                || epoch != lease.epoch
-                || until <= now_ms
-            {
-                (false, false)
-            } else {
-                renew_lease!(tx, now_ms, lease_ms);
-                sqlx::query(
-                    "UPDATE cron_schedules SET skipped_firings = skipped_firings + ?, \
-                     cursor_ms = CASE WHEN cursor_ms < ? THEN ? ELSE cursor_ms END, \
-                     updated_at_ms = ? WHERE name = ?",
-                )
-                .bind(skipped)
-                .bind(up_to)
-                .bind(up_to)
-                .bind(now_ms)
-                .bind(&s.name)
-                .execute(&mut *tx)
-                .await?;
-                (true, true)
-            }
-        });
+        let mut tx = Tx::begin_write(&self.inner.db).await?;
+        let ok = still_ours(&read_lease(&mut tx).await?, lease, now_ms);
+        if ok {
+            renew_lease(&mut tx, now_ms, lease_ms).await?;
+            let skip = "UPDATE cron_schedules SET skipped_firings = skipped_firings + ?, \
+                        cursor_ms = CASE WHEN cursor_ms < ? THEN ? ELSE cursor_ms END, \
+                        updated_at_ms = ? WHERE name = ?";
+            let args = [
+                Cell::Int(skipped),
+                Cell::Int(up_to),
+                Cell::Int(up_to),
+                Cell::Int(now_ms),
+                Cell::text(&s.name),
+            ];
+            tx.exec(skip, &args).await?;
+        }
+        tx.finish(ok).await?;
         if ok {
             tracing::warn!(
                 schedule = %s.name,
@@ -560,7 +513,12 @@ impl Scheduler {
         }
         self.inner.last_prune_ms.store(now_ms, Ordering::Relaxed);
         let sql = "DELETE FROM cron_firings WHERE fire_at_ms < ?";
-        if let Err(e) = exec!(&self.inner.db, sql, now_ms - FIRINGS_KEPT_MS) {
+        if let Err(e) = self
+            .inner
+            .db
+            .exec(sql, &[Cell::Int(now_ms - FIRINGS_KEPT_MS)])
+            .await
+        {
             tracing::warn!(error = %e, "pruning old cron firings failed");
         }
     }

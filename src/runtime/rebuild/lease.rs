@@ -3,9 +3,10 @@
 //! on the checkpoint, and the stored status.
 
 use super::model::*;
-use crate::infra::db::Db;
+use crate::infra::db::{Db, Get, Tx};
 use crate::infra::store::DynStore;
 use crate::runtime::projection::{lease_cutoff, now, RunnerError};
+use factledger_projections::table::{Cell, ColType, Column, TableDef};
 use factledger_projections::wallet::{self};
 
 /// Register a rebuild of `projection`. A full rebuild first resolves a hold left by a
@@ -31,25 +32,16 @@ pub async fn begin(
     let insert = "INSERT INTO projection_rebuilds (id, projection, scope, requested_by, status, \
                   stage, target_position, position, events_applied, started_at, updated_at) \
                   VALUES (?, ?, ?, ?, 'running', 'copying', ?, 0, 0, ?, ?)";
-    macro_rules! register {
-        ($p:expr) => {
-            sqlx::query(insert)
-                .bind(&id)
-                .bind(wallet::NAME)
-                .bind(scope.label())
-                .bind(requested_by)
-                .bind(target_position)
-                .bind(&started)
-                .bind(&started)
-                .execute($p)
-                .await?
-                .rows_affected()
-        };
-    }
-    match db {
-        Db::Mysql(p) => register!(p),
-        Db::Sqlite(p) => register!(p),
-    };
+    let args = [
+        Cell::text(&id),
+        Cell::text(wallet::NAME),
+        Cell::opt_text(scope.label()),
+        Cell::text(requested_by),
+        Cell::Int(target_position),
+        Cell::text(&started),
+        Cell::text(&started),
+    ];
+    db.exec(insert, &args).await?;
     Ok(Rebuild {
         id,
         scope,
@@ -67,116 +59,68 @@ pub(super) async fn take_lease(db: &Db, id: &str) -> Result<(), RebuildError> {
     let abandon = "UPDATE projection_rebuilds SET status = 'failed', finished_at = ?, \
                    error = 'abandoned: its process stopped renewing the lease' \
                    WHERE projection = ? AND scope IS NULL AND status = 'running' AND id <> ?";
-    macro_rules! take {
-        ($p:expr, $holder:expr) => {{
-            // A concurrent first use may insert the row first: then ours inserts nothing.
-            let _ = sqlx::query(create)
-                .bind(wallet::NAME)
-                .bind(wallet::NAME)
-                .execute($p)
-                .await;
-            let taken = sqlx::query(take)
-                .bind(id)
-                .bind(now())
-                .bind(wallet::NAME)
-                .bind(lease_cutoff())
-                .execute($p)
-                .await?
-                .rows_affected();
-            if taken != 1 {
-                let row = sqlx::query(holder).bind(wallet::NAME).fetch_one($p).await?;
-                // (Released again in between: the caller may simply retry.)
-                let id: Option<String> = $holder(&row)?;
-                return Err(RebuildError::AlreadyRunning {
-                    projection: wallet::NAME.to_owned(),
-                    id: id.unwrap_or_else(|| "(just finished)".to_owned()),
-                });
-            }
-            sqlx::query(abandon)
-                .bind(now())
-                .bind(wallet::NAME)
-                .bind(id)
-                .execute($p)
-                .await?;
-        }};
+    let name = Cell::text(wallet::NAME);
+    // A concurrent first use may insert the row first: then ours inserts nothing.
+    let _ = db.exec(create, &[name.clone(), name.clone()]).await;
+    let take_args = [
+        Cell::text(id),
+        Cell::text(now()),
+        name.clone(),
+        Cell::text(lease_cutoff()),
+    ];
+    if db.exec(take, &take_args).await? != 1 {
+        const HOLDER: &[Column] = &[Column {
+            name: "rebuild_id",
+            ty: ColType::OptText,
+        }];
+        let row = db.fetch_optional(holder, &[name.clone()], HOLDER).await?;
+        // (Released again in between: the caller may simply retry.)
+        let id = match row {
+            Some(r) => r.opt_text("rebuild_id")?,
+            None => None,
+        };
+        return Err(RebuildError::AlreadyRunning {
+            projection: wallet::NAME.to_owned(),
+            id: id.unwrap_or_else(|| "(just finished)".to_owned()),
+        });
     }
-    use sqlx::Row;
-    match db {
-        Db::Mysql(p) => take!(p, |r: &sqlx::mysql::MySqlRow| {
-            crate::infra::store::mysql::opt_text(r, 0)
-        }),
-        Db::Sqlite(p) => {
-            take!(p, |r: &sqlx::sqlite::SqliteRow| r
-                .try_get::<Option<String>, _>(0))
-        }
-    }
+    db.exec(abandon, &[Cell::text(now()), name, Cell::text(id)])
+        .await?;
     Ok(())
 }
 
 pub(super) async fn release_lease(db: &Db, id: &str) -> Result<(), RebuildError> {
     let sql = "UPDATE projection_leases SET rebuild_id = NULL, heartbeat = NULL \
                WHERE name = ? AND rebuild_id = ?";
-    match db {
-        Db::Mysql(p) => {
-            sqlx::query(sql)
-                .bind(wallet::NAME)
-                .bind(id)
-                .execute(p)
-                .await?;
-        }
-        Db::Sqlite(p) => {
-            sqlx::query(sql)
-                .bind(wallet::NAME)
-                .bind(id)
-                .execute(p)
-                .await?;
-        }
-    };
+    db.exec(sql, &[Cell::text(wallet::NAME), Cell::text(id)])
+        .await?;
     Ok(())
 }
 
 /// The stored state of a rebuild, if there is one with this id.
 pub async fn status(db: &Db, id: &str) -> Result<Option<RebuildStatus>, RebuildError> {
-    let sql = "SELECT id, projection, scope, requested_by, status, stage, target_position, \
-               position, events_applied, started_at, updated_at, finished_at, error \
-               FROM projection_rebuilds WHERE id = ?";
-    use sqlx::Row;
-    macro_rules! read {
-        ($p:expr, $text:expr, $opt:expr) => {{
-            let Some(r) = sqlx::query(sql).bind(id).fetch_optional($p).await? else {
-                return Ok(None);
-            };
-            RebuildStatus {
-                id: $text(&r, 0)?,
-                projection: $text(&r, 1)?,
-                scope: $opt(&r, 2)?,
-                requested_by: $text(&r, 3)?,
-                status: $text(&r, 4)?,
-                stage: $text(&r, 5)?,
-                target_position: r.try_get(6)?,
-                position: r.try_get(7)?,
-                events_applied: r.try_get(8)?,
-                events_per_second: 0,
-                started_at: $text(&r, 9)?,
-                updated_at: $text(&r, 10)?,
-                finished_at: $opt(&r, 11)?,
-                error: $opt(&r, 12)?,
-            }
-        }};
-    }
-    let mut s = match db {
-        Db::Mysql(p) => {
-            read!(
-                p,
-                crate::infra::store::mysql::text,
-                crate::infra::store::mysql::opt_text
-            )
-        }
-        Db::Sqlite(p) => read!(
-            p,
-            |r: &sqlx::sqlite::SqliteRow, i: usize| r.try_get::<String, _>(i),
-            |r: &sqlx::sqlite::SqliteRow, i: usize| r.try_get::<Option<String>, _>(i)
-        ),
+    let Some(r) = db
+        .rows(&REBUILDS, "WHERE id = ?", &[Cell::text(id)])
+        .await?
+        .pop()
+    else {
+        return Ok(None);
+    };
+    let mut s = RebuildStatus {
+        id: r.text("id")?,
+        projection: r.text("projection")?,
+        scope: r.opt_text("scope")?,
+        requested_by: r.text("requested_by")?,
+        status: r.text("status")?,
+        stage: r.text("stage")?,
+        target_position: r.int("target_position")?,
+        position: r.int("position")?,
+        events_applied: r.int("events_applied")?,
+        events_per_second: 0,
+        started_at: r.text("started_at")?,
+        updated_at: r.text("updated_at")?,
+        finished_at: r.opt_text("finished_at")?,
+        error: r.opt_text("error")?,
     };
     let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
     if let (Some(a), Some(b)) = (parse(&s.started_at), parse(&s.updated_at)) {
@@ -191,18 +135,20 @@ pub async fn status(db: &Db, id: &str) -> Result<Option<RebuildStatus>, RebuildE
     Ok(Some(s))
 }
 
+/// Renew the lease: the heartbeat of the lease row this rebuild holds.
+pub(crate) const RENEW_SQL: &str =
+    "UPDATE projection_leases SET heartbeat = ? WHERE name = ? AND rebuild_id = ?";
+
 /// Renew the lease inside a transaction, or fail if another rebuild took it over.
 macro_rules! renew {
     ($tx:ident, $id:expr) => {{
-        let renewed = sqlx::query(
-            "UPDATE projection_leases SET heartbeat = ? WHERE name = ? AND rebuild_id = ?",
-        )
-        .bind(now())
-        .bind(wallet::NAME)
-        .bind($id)
-        .execute(&mut *$tx)
-        .await?
-        .rows_affected();
+        let renewed = sqlx::query($crate::runtime::rebuild::lease::RENEW_SQL)
+            .bind(now())
+            .bind(wallet::NAME)
+            .bind($id)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected();
         if renewed != 1 {
             return Err(RebuildError::LeaseLost($id.to_owned()));
         }
@@ -228,31 +174,90 @@ macro_rules! record_progress {
 
 pub(crate) use {record_progress, renew};
 
+/// [`renew!`] on a backend-neutral transaction.
+async fn renew_in(tx: &mut Tx, id: &str) -> Result<(), RebuildError> {
+    let args = [Cell::text(now()), Cell::text(wallet::NAME), Cell::text(id)];
+    if tx.exec(RENEW_SQL, &args).await? != 1 {
+        return Err(RebuildError::LeaseLost(id.to_owned()));
+    }
+    Ok(())
+}
+
+/// The columns of `projection_rebuilds` a status reads, in order.
+const REBUILDS: TableDef = TableDef {
+    name: "projection_rebuilds",
+    key: &["id"],
+    columns: &[
+        Column {
+            name: "id",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "projection",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "scope",
+            ty: ColType::OptText,
+        },
+        Column {
+            name: "requested_by",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "status",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "stage",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "target_position",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "position",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "events_applied",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "started_at",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "updated_at",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "finished_at",
+            ty: ColType::OptText,
+        },
+        Column {
+            name: "error",
+            ty: ColType::OptText,
+        },
+    ],
+};
+
 /// Hold the checkpoint (`hold = 'catchup'`) while holding the lease: the runner
 /// stops advancing the live tables.
 pub(super) async fn set_hold(db: &Db, id: &str) -> Result<(), RebuildError> {
     let sql = "UPDATE projection_checkpoints SET hold = 'catchup', updated_at = ? \
                WHERE name = ? AND hold IS NULL";
-    macro_rules! go {
-        ($p:expr) => {{
-            let mut tx = $p.begin().await?;
-            renew!(tx, id);
-            let n = sqlx::query(sql)
-                .bind(now())
-                .bind(wallet::NAME)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if n != 1 {
-                return Err(RebuildError::Runner(RunnerError::Held(wallet::NAME)));
-            }
-            tx.commit().await?;
-        }};
+    let mut tx = Tx::begin(db).await?;
+    renew_in(&mut tx, id).await?;
+    if tx
+        .exec(sql, &[Cell::text(now()), Cell::text(wallet::NAME)])
+        .await?
+        != 1
+    {
+        return Err(RebuildError::Runner(RunnerError::Held(wallet::NAME)));
     }
-    match db {
-        Db::Mysql(p) => go!(p),
-        Db::Sqlite(p) => go!(p),
-    }
+    tx.commit().await?;
     Ok(())
 }
 

@@ -4,15 +4,12 @@
 use super::check::*;
 use super::diff::*;
 use super::report::*;
-use super::rows::*;
-use crate::infra::db::Db;
+use crate::infra::db::{Db, Get};
 use crate::infra::store::{time_text, DynStore};
 use crate::runtime::projection::{RUN_HEARTBEAT_MS, RUN_HEARTBEAT_TIMEOUT_MS};
 use chrono::Utc;
+use factledger_projections::table::{Cell, ColType, Column};
 use serde::{Deserialize, Serialize};
-use sqlx::mysql::MySqlRow;
-use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
 
 // ---------------------------------------------------------------------------------
 // Runs: every reconciliation, from the CLI or the API, recorded with its report.
@@ -98,23 +95,15 @@ pub async fn start_run(
     };
     let sql = "INSERT INTO reconciliations (id, status, repair, requested_by, started_at, \
                heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)";
-    macro_rules! insert {
-        ($p:expr) => {
-            sqlx::query(sql)
-                .bind(&run.id)
-                .bind(run.status.as_str())
-                .bind(run.repair)
-                .bind(&run.requested_by)
-                .bind(&run.started_at)
-                .bind(&run.started_at)
-                .execute($p)
-                .await?
-        };
-    }
-    match db {
-        Db::Mysql(p) => insert!(p).rows_affected(),
-        Db::Sqlite(p) => insert!(p).rows_affected(),
-    };
+    let args = [
+        Cell::text(&run.id),
+        Cell::text(run.status.as_str()),
+        Cell::Int(i64::from(run.repair)),
+        Cell::text(&run.requested_by),
+        Cell::text(&run.started_at),
+        Cell::text(&run.started_at),
+    ];
+    db.exec(sql, &args).await?;
     Ok(run)
 }
 
@@ -141,20 +130,7 @@ pub async fn finish_run(
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(RUN_HEARTBEAT_MS)).await;
                 let now = time_text(&Utc::now());
-                let renewed = match &db {
-                    Db::Mysql(p) => sqlx::query(sql)
-                        .bind(&now)
-                        .bind(&id)
-                        .execute(p)
-                        .await
-                        .map(|_| ()),
-                    Db::Sqlite(p) => sqlx::query(sql)
-                        .bind(&now)
-                        .bind(&id)
-                        .execute(p)
-                        .await
-                        .map(|_| ()),
-                };
+                let renewed = db.exec(sql, &[Cell::text(now), Cell::text(&id)]).await;
                 if let Err(e) = renewed {
                     tracing::warn!(id = %id, error = %e, "cannot renew the reconciliation heartbeat");
                 }
@@ -179,69 +155,74 @@ pub async fn finish_run(
     let report_json = run.report.as_ref().map(|r| value(r).to_string());
     let sql = "UPDATE reconciliations SET status = ?, up_to_position = ?, finished_at = ?, \
                report = ?, error = ? WHERE id = ?";
-    macro_rules! update {
-        ($p:expr) => {
-            sqlx::query(sql)
-                .bind(run.status.as_str())
-                .bind(run.report.as_ref().map(|r| r.up_to_position))
-                .bind(&run.finished_at)
-                .bind(&report_json)
-                .bind(&run.error)
-                .bind(&run.id)
-                .execute($p)
-                .await?
-        };
-    }
-    match db {
-        Db::Mysql(p) => update!(p).rows_affected(),
-        Db::Sqlite(p) => update!(p).rows_affected(),
-    };
+    let args = [
+        Cell::text(run.status.as_str()),
+        run.report
+            .as_ref()
+            .map_or(Cell::Null, |r| Cell::Int(r.up_to_position)),
+        Cell::opt_text(run.finished_at.clone()),
+        Cell::opt_text(report_json),
+        Cell::opt_text(run.error.clone()),
+        Cell::text(&run.id),
+    ];
+    db.exec(sql, &args).await?;
     Ok(run)
 }
 
 /// A recorded run by id.
 pub async fn find_run(db: &Db, id: &str) -> Result<Option<Run>, ReconcileError> {
+    const RUN: &[Column] = &[
+        Column {
+            name: "id",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "status",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "repair",
+            ty: ColType::Int,
+        },
+        Column {
+            name: "requested_by",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "started_at",
+            ty: ColType::Text,
+        },
+        Column {
+            name: "finished_at",
+            ty: ColType::OptText,
+        },
+        Column {
+            name: "report",
+            ty: ColType::OptText,
+        },
+        Column {
+            name: "error",
+            ty: ColType::OptText,
+        },
+        Column {
+            name: "heartbeat_at",
+            ty: ColType::Text,
+        },
+    ];
     let sql = "SELECT id, status, repair, requested_by, started_at, finished_at, report, error, \
                heartbeat_at FROM reconciliations WHERE id = ?";
-    type Stored = (
-        String,
-        String,
-        bool,
-        String,
-        String,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        String,
-    );
-    macro_rules! read {
-        ($p:expr, $row:ty) => {{
-            let row: Option<$row> = sqlx::query(sql).bind(id).fetch_optional($p).await?;
-            row.map(|r| -> Result<Stored, sqlx::Error> {
-                Ok((
-                    r.text(0)?,
-                    r.text(1)?,
-                    r.try_get(2)?,
-                    r.text(3)?,
-                    r.text(4)?,
-                    r.opt_text(5)?,
-                    r.opt_text(6)?,
-                    r.opt_text(7)?,
-                    r.text(8)?,
-                ))
-            })
-            .transpose()?
-        }};
-    }
-    let stored = match db {
-        Db::Mysql(p) => read!(p, MySqlRow),
-        Db::Sqlite(p) => read!(p, SqliteRow),
-    };
-    let Some((id, status, repair, requested_by, started_at, finished_at, report, error, beat)) =
-        stored
-    else {
+    let Some(row) = db.fetch_optional(sql, &[Cell::text(id)], RUN).await? else {
         return Ok(None);
     };
+    let (id, status, beat) = (
+        row.text("id")?,
+        row.text("status")?,
+        row.text("heartbeat_at")?,
+    );
+    let repair = row.int("repair")? != 0;
+    let (requested_by, started_at) = (row.text("requested_by")?, row.text("started_at")?);
+    let finished_at = row.opt_text("finished_at")?;
+    let (report, error) = (row.opt_text("report")?, row.opt_text("error")?);
     let mut status = RunStatus::parse(&status).ok_or_else(|| ReconcileError::StoredStatus {
         id: id.clone(),
         status,
