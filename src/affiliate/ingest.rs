@@ -55,9 +55,10 @@ use factledger_aggregates::commission_rules::CommissionRuleSet;
 use factledger_aggregates::invite::InviteRelation;
 use factledger_aggregates::money::{AmountMinor, BoundedId, Currency};
 use factledger_aggregates::wallet::{OpenWallet, Wallet, WalletCommand};
+use factledger_aggregates::Refusal as _;
 use std::collections::BTreeMap;
 
-pub use super::ingest_refusal::{campaign_id, rule_set_id, wallet_id, Refusal};
+pub use super::ingest_refusal::{campaign_id, rule_set_id, wallet_id, OrderRefusal};
 
 /// Ingests orders into the store, each in its own unit, with one set of metadata
 /// (the request's, or the job's).
@@ -340,7 +341,7 @@ async fn prefetch(
 /// What happened to one order, as the page reports it.
 fn page_result(
     order: &NormalisedOrder,
-    outcome: Result<UnitOutcome<IngestOutcome>, UnitError<Refusal>>,
+    outcome: Result<UnitOutcome<IngestOutcome>, UnitError<OrderRefusal>>,
 ) -> Result<IngestResult, IngestError> {
     let platform = order.platform.as_str().to_owned();
     let platform_order_id = order.platform_order_id.as_str().to_owned();
@@ -379,7 +380,7 @@ fn page_result(
     }
 }
 
-fn unit_error_code(e: &UnitError<Refusal>) -> &'static str {
+fn unit_error_code(e: &UnitError<OrderRefusal>) -> &'static str {
     match e {
         UnitError::Refused(r) => r.code(),
         UnitError::Conflict(_) => "CONCURRENCY_CONFLICT",
@@ -433,13 +434,13 @@ impl OrderIngestor for Ingestor {
     }
 }
 
-type Step<T> = Result<T, UnitError<Refusal>>;
+type Step<T> = Result<T, UnitError<OrderRefusal>>;
 
 /// The whole unit of one order; returns its outcome.
 async fn ingest_unit(unit: &mut UnitBuilder, order: NormalisedOrder) -> Step<IngestOutcome> {
     let order_id =
         factledger_aggregates::affiliate::order_stream_id(order.platform, &order.platform_order_id);
-    let mut stream = unit.take::<AffiliateOrder, Refusal>(&order_id).await?;
+    let mut stream = unit.take::<AffiliateOrder, OrderRefusal>(&order_id).await?;
     let decided = decide_order(unit, &order_id, &mut stream, &order).await;
     let known = stream.state.order.clone();
     unit.put_back(&order_id, stream);
@@ -476,7 +477,7 @@ async fn decide_order(
         .state
         .plan_ingest(&command)
         .map_err(|e| UnitError::Refused(e.into()))?;
-    unit.append::<AffiliateOrder, Refusal>(stream, order_id, &decision.events)?;
+    unit.append::<AffiliateOrder, OrderRefusal>(stream, order_id, &decision.events)?;
     Ok(decision)
 }
 
@@ -484,7 +485,7 @@ async fn decide_order(
 async fn first_sight(unit: &UnitBuilder, order: &NormalisedOrder) -> Step<IngestOrder> {
     let owner = match &order.attribution {
         Some(a) => unit
-            .load::<AffiliateLink, Refusal>(&link_stream_id(a))
+            .load::<AffiliateLink, OrderRefusal>(&link_stream_id(a))
             .await?
             .state
             .owner()
@@ -493,7 +494,7 @@ async fn first_sight(unit: &UnitBuilder, order: &NormalisedOrder) -> Step<Ingest
     };
     let inviter = match &owner {
         Some(user) => unit
-            .load::<InviteRelation, Refusal>(user)
+            .load::<InviteRelation, OrderRefusal>(user)
             .await?
             .state
             .inviter()
@@ -501,7 +502,7 @@ async fn first_sight(unit: &UnitBuilder, order: &NormalisedOrder) -> Step<Ingest
         None => None,
     };
     let rules = unit
-        .load::<CommissionRuleSet, Refusal>(&rule_set_id(order.platform, order.country))
+        .load::<CommissionRuleSet, OrderRefusal>(&rule_set_id(order.platform, order.country))
         .await?
         .state
         .version_at(order.ordered_at)
@@ -516,12 +517,14 @@ async fn first_sight(unit: &UnitBuilder, order: &NormalisedOrder) -> Step<Ingest
 }
 
 fn id(s: &str) -> Step<BoundedId> {
-    BoundedId::parse(s).map_err(|e| UnitError::Refused(Refusal::Invalid(format!("id {s}: {e}"))))
+    BoundedId::parse(s)
+        .map_err(|e| UnitError::Refused(OrderRefusal::Invalid(format!("id {s}: {e}"))))
 }
 
 fn reported(amount_minor: i64) -> Step<ReportedMinor> {
-    ReportedMinor::parse(amount_minor)
-        .map_err(|e| UnitError::Refused(Refusal::Invalid(format!("amount {amount_minor}: {e}"))))
+    ReportedMinor::parse(amount_minor).map_err(|e| {
+        UnitError::Refused(OrderRefusal::Invalid(format!("amount {amount_minor}: {e}")))
+    })
 }
 
 /// A wallet command a commission event requires, with what opening the wallet
@@ -579,7 +582,7 @@ async fn commissions_for(
     };
     for (role, user) in roles(known) {
         let cid = commission_id(order_id, role);
-        let mut stream = unit.take::<Commission, Refusal>(&cid).await?;
+        let mut stream = unit.take::<Commission, OrderRefusal>(&cid).await?;
         let decided = commission_step(
             unit,
             order_id,
@@ -651,7 +654,7 @@ fn commission_step(
                 rules: known.rules.clone(),
             }),
         };
-        let events = unit.decide::<Commission, Refusal>(stream, cid, command)?;
+        let events = unit.decide::<Commission, OrderRefusal>(stream, cid, command)?;
         for e in &events {
             push_effect(&stream.state, e, user, known.currency, effects)?;
         }
@@ -687,7 +690,7 @@ async fn campaign_for(
     known: &factledger_aggregates::affiliate_order::KnownOrder,
 ) -> Step<()> {
     let cid = campaign_id(known.platform, known.country);
-    let mut stream = unit.take::<Campaign, Refusal>(&cid).await?;
+    let mut stream = unit.take::<Campaign, OrderRefusal>(&cid).await?;
     let decided = campaign_step(unit, order_id, known, &cid, &mut stream);
     unit.put_back(&cid, stream);
     decided
@@ -734,11 +737,11 @@ fn campaign_step(
     } else {
         return Ok(());
     };
-    match unit.decide::<Campaign, Refusal>(stream, cid, command) {
+    match unit.decide::<Campaign, OrderRefusal>(stream, cid, command) {
         Ok(_) => Ok(()),
         // No quota left or not part of the campaign: the order goes on without a
         // reservation (and tries again on its next ingest).
-        Err(UnitError::Refused(Refusal::Campaign(
+        Err(UnitError::Refused(OrderRefusal::Campaign(
             CampaignError::QuotaExhausted { .. }
             | CampaignError::OrderOutsideCampaign { .. }
             | CampaignError::CurrencyMismatch { .. },
@@ -755,7 +758,7 @@ async fn wallets_for(unit: &mut UnitBuilder, effects: Vec<Effect>) -> Step<()> {
         by_wallet.entry(e.wallet_id.clone()).or_default().push(e);
     }
     for (wid, effects) in by_wallet {
-        let mut stream = unit.take::<Wallet, Refusal>(&wid).await?;
+        let mut stream = unit.take::<Wallet, OrderRefusal>(&wid).await?;
         let decided = wallet_step(unit, &wid, &mut stream, effects);
         unit.put_back(&wid, stream);
         decided?;
@@ -775,9 +778,9 @@ fn wallet_step(
                 user_id: id(&effect.user_id)?,
                 currency: effect.currency,
             });
-            unit.decide::<Wallet, Refusal>(stream, wid, open)?;
+            unit.decide::<Wallet, OrderRefusal>(stream, wid, open)?;
         }
-        unit.decide::<Wallet, Refusal>(stream, wid, effect.command)?;
+        unit.decide::<Wallet, OrderRefusal>(stream, wid, effect.command)?;
     }
     Ok(())
 }

@@ -14,7 +14,7 @@ use factledger_aggregates::wallet::WalletError;
 
 /// Why an order was refused: the step's own error, with its stable code and field.
 #[derive(Debug, thiserror::Error)]
-pub enum Refusal {
+pub enum OrderRefusal {
     #[error(transparent)]
     Order(#[from] OrderError),
     #[error(transparent)]
@@ -33,31 +33,33 @@ pub enum Refusal {
     Invalid(String),
 }
 
-impl Refusal {
-    pub fn code(&self) -> &'static str {
+/// Told like every aggregate refusal (`factledger_aggregates::Refusal`): the failing
+/// step's own code and field, and the default kind.
+impl factledger_aggregates::Refusal for OrderRefusal {
+    fn code(&self) -> &'static str {
         match self {
-            Refusal::Order(e) => e.code(),
-            Refusal::Commission(e) => e.code(),
-            Refusal::Campaign(e) => e.code(),
-            Refusal::Wallet(e) => e.code(),
-            Refusal::Rules(e) => e.code(),
-            Refusal::Invite(e) => e.code(),
-            Refusal::Link(e) => e.code(),
-            Refusal::Invalid(_) => "INVALID_ORDER",
+            OrderRefusal::Order(e) => e.code(),
+            OrderRefusal::Commission(e) => e.code(),
+            OrderRefusal::Campaign(e) => e.code(),
+            OrderRefusal::Wallet(e) => e.code(),
+            OrderRefusal::Rules(e) => e.code(),
+            OrderRefusal::Invite(e) => e.code(),
+            OrderRefusal::Link(e) => e.code(),
+            OrderRefusal::Invalid(_) => "INVALID_ORDER",
         }
     }
 
-    pub fn field(&self) -> Option<&'static str> {
+    fn field(&self) -> Option<&'static str> {
         match self {
-            Refusal::Order(e) => e.field(),
-            Refusal::Commission(e) => e.field(),
-            Refusal::Campaign(e) => e.field(),
-            Refusal::Wallet(_) => None,
-            Refusal::Rules(RuleSetError::NoVersionInForce { .. }) => Some("ordered_at"),
-            Refusal::Rules(e) => e.field(),
-            Refusal::Invite(e) => e.field(),
-            Refusal::Link(e) => e.field(),
-            Refusal::Invalid(_) => None,
+            OrderRefusal::Order(e) => e.field(),
+            OrderRefusal::Commission(e) => e.field(),
+            OrderRefusal::Campaign(e) => e.field(),
+            OrderRefusal::Wallet(_) => None,
+            OrderRefusal::Rules(RuleSetError::NoVersionInForce { .. }) => Some("ordered_at"),
+            OrderRefusal::Rules(e) => e.field(),
+            OrderRefusal::Invite(e) => e.field(),
+            OrderRefusal::Link(e) => e.field(),
+            OrderRefusal::Invalid(_) => None,
         }
     }
 }

@@ -3,6 +3,10 @@
 //! reference data ("not configured" included), payment orders with their lines and
 //! review, locks, and payment results.
 //!
+//! Each route only parses: its path and body become one `bill::commands::BillFact`,
+//! and one generic handler ([`fact`]) runs it through `bill::commands::submit`, which
+//! alone decides the unit (the streams, claims and checks of the command).
+//!
 //! Every body is parsed into the aggregate's own command (its value types, its
 //! `deny_unknown_fields`), so a bad field is a 422 naming it and nothing is written;
 //! what the server owns — ids from the path, the actor from the API key, the time — is
@@ -17,17 +21,16 @@ use crate::runtime::http::body::{typed, JsonBody};
 use crate::runtime::http::WriteResponse;
 use crate::runtime::http::{AppState, Caller, Problem};
 
-use crate::runtime::unit::{run_command, UnitError, UnitOutcome};
+use crate::bill::commands::{submit, BillFact};
+use crate::runtime::unit::{UnitError, UnitOutcome};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use factledger_aggregates::bill::claim::{ClaimKind, CLAIM_LEDGER_REF_TYPE};
 use factledger_aggregates::bill::{
-    station_month_stream_id, BillError, BillId, BillLockCommand, BillLocks, BillMonth, PartnerBill,
-    PartnerBillCommand, PaymentOrder, PaymentOrderCommand, PaymentResult, PaymentResultCommand,
-    RecordPaymentResult, Reference, ReferenceCommand,
+    BillError, BillId, BillLockCommand, BillMonth, PartnerBillCommand, PaymentOrderCommand,
+    PaymentResultCommand, ReferenceCommand,
 };
-use factledger_aggregates::Decide;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -141,19 +144,12 @@ fn id_and_action<'a>(
     Ok((path_id(field, id)?, action))
 }
 
-/// One command on one stream as its own unit.
-async fn write<A>(
-    state: &AppState,
-    caller: &Caller,
-    stream: &str,
-    cmd: A::Command,
-) -> Result<Written, Problem>
-where
-    A: Decide<Error = BillError> + Clone + 'static,
-    A::Command: Clone,
-{
+/// The one handler every bill write ends in: run the parsed fact command as its unit
+/// (`bill::commands::submit`), 201 with its events or 200 for a replay, a refusal as
+/// problem+json.
+async fn fact(state: &AppState, caller: &Caller, fact: BillFact) -> Result<Written, Problem> {
     let metadata = caller.metadata(&state.config.country_code, None);
-    let done = run_command::<A>(&state.store, &metadata, stream, cmd)
+    let done = submit(&state.store, &metadata, fact)
         .await
         .map_err(unit_problem)?;
     Ok(written(done))
@@ -187,11 +183,7 @@ pub async fn record_small_bill(
 ) -> Result<Written, Problem> {
     caller.require_write()?;
     let cmd = parse(&body, vec![("recorded_at", now_text())])?;
-    let metadata = caller.metadata(&state.config.country_code, None);
-    let done = crate::bill::commands::record_small_bill(&state.store, &metadata, cmd)
-        .await
-        .map_err(unit_problem)?;
-    Ok(written(done))
+    fact(&state, &caller, BillFact::SmallBill(cmd)).await
 }
 
 /// `POST /v1/bills/diffs`: record the difference-ledger row of a station-month, with or
@@ -216,11 +208,7 @@ pub async fn record_diff(
 ) -> Result<Written, Problem> {
     caller.require_write()?;
     let cmd = parse(&body, vec![("recorded_at", now_text())])?;
-    let metadata = caller.metadata(&state.config.country_code, None);
-    let done = crate::bill::commands::record_diff(&state.store, &metadata, cmd)
-        .await
-        .map_err(unit_problem)?;
-    Ok(written(done))
+    fact(&state, &caller, BillFact::Diff(cmd)).await
 }
 
 /// `POST /v1/bills/partner-bills`: record (or change) a partner bill (pre_rent,
@@ -240,16 +228,9 @@ pub async fn record_partner_bill(
     body: JsonBody,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
-    let cmd: factledger_aggregates::bill::RecordPartnerBill =
-        parse(&body, vec![("recorded_at", now_text())])?;
-    let stream = cmd.partner_bill_id.to_string();
-    write::<PartnerBill>(
-        &state,
-        &caller,
-        &stream,
-        PartnerBillCommand::RecordPartnerBill(cmd),
-    )
-    .await
+    let cmd =
+        PartnerBillCommand::RecordPartnerBill(parse(&body, vec![("recorded_at", now_text())])?);
+    fact(&state, &caller, BillFact::PartnerBill(cmd)).await
 }
 
 /// `POST /v1/bills/partner-bills/{partner_bill_id}:repush`: the partner re-pushed a
@@ -282,7 +263,7 @@ pub async fn post_on_partner_bill(
         &body,
         vec![("partner_bill_id", Value::from(id.get()))],
     )?);
-    write::<PartnerBill>(&state, &caller, &id.to_string(), cmd).await
+    fact(&state, &caller, BillFact::PartnerBill(cmd)).await
 }
 
 // ---------------------------------------------------------------------------------
@@ -348,8 +329,7 @@ pub async fn record_reference(
         }
         _ => ReferenceCommand::RecordOpeningDeduction(parse(&body, updated())?),
     };
-    let stream = cmd.stream_id();
-    write::<Reference>(&state, &caller, &stream, cmd).await
+    fact(&state, &caller, BillFact::Reference(cmd)).await
 }
 
 // ---------------------------------------------------------------------------------
@@ -372,18 +352,11 @@ pub async fn create_payment_order(
     body: JsonBody,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
-    let cmd: factledger_aggregates::bill::CreatePaymentOrder = parse(
+    let cmd = parse(
         &body,
         vec![("actor", actor(&caller)), ("created_at", now_text())],
     )?;
-    let stream = cmd.order_id.to_string();
-    write::<PaymentOrder>(
-        &state,
-        &caller,
-        &stream,
-        PaymentOrderCommand::CreatePaymentOrder(cmd),
-    )
-    .await
+    fact(&state, &caller, BillFact::CreatePaymentOrder(cmd)).await
 }
 
 /// The order actions of `POST /v1/payment-orders/{order_id}:<action>`.
@@ -433,7 +406,7 @@ pub async fn post_on_payment_order(
         "void" => PaymentOrderCommand::VoidPaymentOrder(parse(&body, with_actor())?),
         _ => PaymentOrderCommand::MarkPaymentOrderNoNeedPay(parse(&body, with_actor())?),
     };
-    write::<PaymentOrder>(&state, &caller, &id.to_string(), cmd).await
+    fact(&state, &caller, BillFact::PaymentOrder(id, cmd)).await
 }
 
 /// `POST /v1/payment-orders/{order_id}/lines`: add a line (DRAFT or REVIEW_REJECTED).
@@ -461,11 +434,7 @@ pub async fn add_line(
         &body,
         vec![("order_id", Value::from(id.get())), ("at", now_text())],
     )?;
-    let metadata = caller.metadata(&state.config.country_code, None);
-    let done = crate::bill::commands::add_line(&state.store, &metadata, cmd)
-        .await
-        .map_err(unit_problem)?;
-    Ok(written(done))
+    fact(&state, &caller, BillFact::Line(cmd)).await
 }
 
 /// The line actions of `POST /v1/payment-orders/{order_id}/lines/{line_id}:<action>`.
@@ -523,7 +492,7 @@ pub async fn post_on_line(
         }
         _ => PaymentOrderCommand::WithdrawUnqualified(parse(&body, with_actor())?),
     };
-    write::<PaymentOrder>(&state, &caller, &id.to_string(), cmd).await
+    fact(&state, &caller, BillFact::PaymentOrder(id, cmd)).await
 }
 
 // ---------------------------------------------------------------------------------
@@ -551,11 +520,7 @@ pub async fn reserve_lock(
 ) -> Result<Written, Problem> {
     caller.require_write()?;
     let cmd = parse(&body, vec![("at", now_text())])?;
-    let metadata = caller.metadata(&state.config.country_code, None);
-    let done = crate::bill::commands::reserve_lock(&state.store, &metadata, cmd)
-        .await
-        .map_err(unit_problem)?;
-    Ok(written(done))
+    fact(&state, &caller, BillFact::Lock(cmd)).await
 }
 
 /// `POST /v1/bills/locks/{station_id}/{month}/{lock_id}:activate|release`: activate a
@@ -596,8 +561,7 @@ pub async fn post_on_lock(
         "activate" => BillLockCommand::ActivateLock(parse(&body, owned)?),
         _ => BillLockCommand::ReleaseLock(parse(&body, owned)?),
     };
-    let stream = station_month_stream_id(station, &month);
-    write::<BillLocks>(&state, &caller, &stream, cmd).await
+    fact(&state, &caller, BillFact::LockAction(station, month, cmd)).await
 }
 
 // ---------------------------------------------------------------------------------
@@ -626,12 +590,8 @@ pub async fn record_payment_result(
     body: JsonBody,
 ) -> Result<Written, Problem> {
     caller.require_write()?;
-    let record: RecordPaymentResult = parse(&body, vec![("recorded_at", now_text())])?;
-    let metadata = caller.metadata(&state.config.country_code, None);
-    let done = crate::bill::commands::record_payment_result(&state.store, &metadata, record)
-        .await
-        .map_err(unit_problem)?;
-    Ok(written(done))
+    let record = parse(&body, vec![("recorded_at", now_text())])?;
+    fact(&state, &caller, BillFact::PaymentResult(record)).await
 }
 
 /// `POST /v1/bills/payment-results/{result_id}:void`: void a recorded result (once; a
@@ -661,5 +621,5 @@ pub async fn post_on_payment_result(
             ("voided_at", now_text()),
         ],
     )?);
-    write::<PaymentResult>(&state, &caller, &id.to_string(), cmd).await
+    fact(&state, &caller, BillFact::PaymentResultAction(id, cmd)).await
 }

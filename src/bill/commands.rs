@@ -27,19 +27,101 @@
 //! unique themselves.
 
 use crate::infra::store::{DynStore, Metadata};
-use crate::runtime::unit::{run_unit, UnitBuilder, UnitError, UnitOutcome};
+use crate::runtime::unit::{run_command, run_unit, UnitBuilder, UnitError, UnitOutcome};
 use chrono::{DateTime, Utc};
 use factledger_aggregates::bill::lock::check_hold;
 use factledger_aggregates::bill::payment_result::writes_back_to_line;
 use factledger_aggregates::bill::{
-    station_month_stream_id, AddLine, BillError, BillIdClaim, BillLockCommand, BillLocks,
-    ClaimCommand, ClaimKind, PartnerBill, PaymentOrder, PaymentOrderCommand, PaymentResult,
-    PaymentResultCommand, PaymentResultEvent, RecordDiff, RecordPaymentResult, RecordSmallBill,
-    ReserveLock, StationMonth, StationMonthCommand, WriteLineResult,
+    station_month_stream_id, AddLine, BillError, BillId, BillIdClaim, BillLockCommand, BillLocks,
+    BillMonth, ClaimCommand, ClaimKind, CreatePaymentOrder, PartnerBill, PartnerBillCommand,
+    PaymentOrder, PaymentOrderCommand, PaymentResult, PaymentResultCommand, PaymentResultEvent,
+    RecordDiff, RecordPaymentResult, RecordSmallBill, Reference, ReferenceCommand, ReserveLock,
+    StationMonth, StationMonthCommand, WriteLineResult,
 };
+use factledger_aggregates::Decide;
 
 /// What a bill unit returns: nothing beyond its events.
 pub type BillOutcome = Result<UnitOutcome<()>, UnitError<BillError>>;
+
+/// Every bill fact command the API accepts, as one value: the HTTP handlers parse a
+/// request into one ([`crate::bill::api`]) and [`submit`] runs it, so a command's
+/// unit — which streams it touches, what it claims or checks — is decided here and
+/// nowhere else.
+#[derive(Debug, Clone)]
+pub enum BillFact {
+    SmallBill(RecordSmallBill),
+    Diff(RecordDiff),
+    PartnerBill(PartnerBillCommand),
+    Reference(ReferenceCommand),
+    CreatePaymentOrder(CreatePaymentOrder),
+    /// A command on an existing payment order.
+    PaymentOrder(BillId, PaymentOrderCommand),
+    Line(AddLine),
+    Lock(ReserveLock),
+    /// A command on the locks of one station-month.
+    LockAction(BillId, BillMonth, BillLockCommand),
+    PaymentResult(RecordPaymentResult),
+    /// A command on a recorded payment result.
+    PaymentResultAction(BillId, PaymentResultCommand),
+}
+
+/// Run one bill fact command as its own unit (see the module doc for the units that
+/// span streams; every other command is decided on its own stream alone).
+pub async fn submit(store: &DynStore, metadata: &Metadata, fact: BillFact) -> BillOutcome {
+    match fact {
+        BillFact::SmallBill(cmd) => record_small_bill(store, metadata, cmd).await,
+        BillFact::Diff(cmd) => record_diff(store, metadata, cmd).await,
+        BillFact::Line(cmd) => add_line(store, metadata, cmd).await,
+        BillFact::Lock(cmd) => reserve_lock(store, metadata, cmd).await,
+        BillFact::PaymentResult(cmd) => record_payment_result(store, metadata, cmd).await,
+        BillFact::PartnerBill(cmd) => {
+            let stream = match &cmd {
+                PartnerBillCommand::RecordPartnerBill(c) => c.partner_bill_id.to_string(),
+                PartnerBillCommand::RepushPartnerBill(c) => c.partner_bill_id.to_string(),
+            };
+            on_stream::<PartnerBill>(store, metadata, &stream, cmd).await
+        }
+        BillFact::Reference(cmd) => {
+            let stream = cmd.stream_id();
+            on_stream::<Reference>(store, metadata, &stream, cmd).await
+        }
+        BillFact::CreatePaymentOrder(cmd) => {
+            let stream = cmd.order_id.to_string();
+            let cmd = PaymentOrderCommand::CreatePaymentOrder(cmd);
+            on_stream::<PaymentOrder>(store, metadata, &stream, cmd).await
+        }
+        BillFact::PaymentOrder(id, cmd) => {
+            on_stream::<PaymentOrder>(store, metadata, &id.to_string(), cmd).await
+        }
+        BillFact::LockAction(station, month, cmd) => {
+            let stream = station_month_stream_id(station, &month);
+            on_stream::<BillLocks>(store, metadata, &stream, cmd).await
+        }
+        BillFact::PaymentResultAction(id, cmd) => {
+            on_stream::<PaymentResult>(store, metadata, &id.to_string(), cmd).await
+        }
+    }
+}
+
+/// One command decided on one stream alone.
+async fn on_stream<A>(
+    store: &DynStore,
+    metadata: &Metadata,
+    stream: &str,
+    cmd: A::Command,
+) -> BillOutcome
+where
+    A: Decide<Error = BillError> + Clone + 'static,
+    A::Command: Clone,
+{
+    let done = run_command::<A>(store, metadata, stream, cmd).await?;
+    Ok(UnitOutcome {
+        value: (),
+        events: done.events,
+        position: done.position,
+        attempts: done.attempts,
+    })
+}
 
 /// Claim `kind:id` for `holder` in the unit (nothing when it already holds it).
 async fn claim(
