@@ -73,6 +73,9 @@ impl PrivateMariadb {
         };
         let dir = tempfile::tempdir().expect("temp dir for the private MariaDB");
         let datadir = dir.path().join("data");
+        // Its own temporary directory: another MariaDB or test sharing /tmp cannot
+        // collide with its temporary files (a fault test once failed that way).
+        std::fs::create_dir_all(dir.path().join("tmp")).expect("private MariaDB tmpdir");
         let mut install = Command::new(install);
         install
             .arg("--no-defaults")
@@ -136,6 +139,7 @@ impl PrivateMariadb {
         let mut cmd = Command::new(&self.mariadbd);
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.path("data").display()))
+            .arg(format!("--tmpdir={}", self.path("tmp").display()))
             .arg(format!("--port={}", self.port))
             .arg(format!("--socket={}", self.path("sock").display()))
             .arg(format!("--pid-file={}", self.path("pid").display()))
