@@ -20,6 +20,7 @@ pub mod commission_rules;
 pub mod decide;
 pub mod invite;
 mod iso4217;
+pub mod ledger;
 pub mod money;
 pub mod refusal;
 pub mod upcast;

@@ -1,0 +1,188 @@
+use super::*;
+use crate::wallet::{Buckets, Movement};
+
+fn idr() -> Currency {
+    Currency::parse("IDR").unwrap()
+}
+
+fn movement(entry_type: EntryType, ref_type: &str, ref_id: &str) -> Movement {
+    Movement {
+        ref_type: ref_type.to_owned(),
+        ref_id: ref_id.to_owned(),
+        entry_type,
+        amount_minor: 500,
+        delta: Buckets::default(),
+        before: Buckets::default(),
+        after: Buckets::default(),
+    }
+}
+
+const CASHBACK: &str = "SHOPEE:5781234:CASHBACK";
+const INVITER: &str = "SHOPEE:5781234:INVITER_REWARD";
+
+/// Every wallet event, each variant once: a new variant fails the match in
+/// `wallet_posting` at build time, and its expected posting must be added here.
+fn every_wallet_event() -> Vec<(WalletEvent, Option<(&'static str, &'static str)>)> {
+    let m = |e, rt, id| movement(e, rt, id);
+    vec![
+        (
+            WalletEvent::WalletOpened {
+                user_id: "u1".into(),
+                currency: idr(),
+            },
+            None,
+        ),
+        (
+            WalletEvent::PendingCredited(m(
+                EntryType::CreditPending,
+                COMMISSION_REF_TYPE,
+                CASHBACK,
+            )),
+            Some(("commission_expense:SHOPEE:IDR", "wallet:w1:pending")),
+        ),
+        (
+            WalletEvent::PendingReleased(m(
+                EntryType::ReleasePending,
+                COMMISSION_REF_TYPE,
+                CASHBACK,
+            )),
+            Some(("wallet:w1:pending", "wallet:w1:available")),
+        ),
+        (
+            WalletEvent::PendingReversed(m(
+                EntryType::ReversePending,
+                COMMISSION_ADJUSTMENT_REF_TYPE,
+                INVITER,
+            )),
+            Some(("wallet:w1:pending", "inviter_rewards:SHOPEE:IDR")),
+        ),
+        (
+            WalletEvent::WithdrawalFrozen(m(EntryType::WithdrawFreeze, WITHDRAWAL_REF_TYPE, "wd1")),
+            Some(("wallet:w1:available", "wallet:w1:frozen")),
+        ),
+        (
+            WalletEvent::WithdrawalUnfrozen(m(
+                EntryType::WithdrawUnfreeze,
+                WITHDRAWAL_REF_TYPE,
+                "wd1",
+            )),
+            Some(("wallet:w1:frozen", "wallet:w1:available")),
+        ),
+        (
+            WalletEvent::FrozenPaidOut(m(EntryType::WithdrawPayout, WITHDRAWAL_REF_TYPE, "wd1")),
+            Some(("wallet:w1:frozen", "provider_clearing:UNASSIGNED:IDR")),
+        ),
+        (
+            WalletEvent::RiskHoldPlaced(m(EntryType::RiskHold, "RISK_REVIEW", "r1")),
+            Some(("wallet:w1:available", "wallet:w1:risk_hold")),
+        ),
+        (
+            WalletEvent::RiskHoldReleased(m(EntryType::RiskHoldRelease, "RISK_REVIEW", "r1")),
+            Some(("wallet:w1:risk_hold", "wallet:w1:available")),
+        ),
+        (
+            WalletEvent::WithdrawalsBlocked {
+                ref_type: "RECOVERY_REVIEW".into(),
+                ref_id: CASHBACK.into(),
+                reason: None,
+            },
+            None,
+        ),
+        (
+            WalletEvent::WithdrawalsUnblocked {
+                ref_type: "RECOVERY_REVIEW".into(),
+                ref_id: CASHBACK.into(),
+            },
+            None,
+        ),
+    ]
+}
+
+#[test]
+fn every_wallet_money_event_is_one_balanced_posting_between_chart_accounts() {
+    let events = every_wallet_event();
+    let mut names: Vec<&str> = events.iter().map(|(e, _)| e.name()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), events.len(), "each variant once");
+    for (event, expected) in &events {
+        let posting = wallet_posting("w1", idr(), event);
+        assert_eq!(
+            posting
+                .as_ref()
+                .map(|p| (p.debit.as_str(), p.credit.as_str())),
+            *expected,
+            "{}",
+            event.name()
+        );
+        assert_eq!(
+            posting.is_some(),
+            event.as_movement().is_some(),
+            "{}",
+            event.name()
+        );
+        if let Some(p) = posting {
+            assert_ne!(p.debit, p.credit);
+            assert_eq!(p.amount_minor, 500);
+            assert!(
+                AccountKind::of(&p.debit).is_some(),
+                "{} in the chart",
+                p.debit
+            );
+            assert!(
+                AccountKind::of(&p.credit).is_some(),
+                "{} in the chart",
+                p.credit
+            );
+        }
+    }
+}
+
+#[test]
+fn a_movement_of_any_other_reference_clears_through_its_external_account() {
+    let e = WalletEvent::PendingCredited(movement(EntryType::CreditPending, "PROMO", "p1"));
+    let p = wallet_posting("w1", idr(), &e).unwrap();
+    assert_eq!(p.debit, "external:PROMO:IDR");
+    assert_eq!(AccountKind::of(&p.debit), Some(AccountKind::External));
+}
+
+fn commission_event(json: serde_json::Value) -> CommissionEvent {
+    serde_json::from_value(json).unwrap()
+}
+
+#[test]
+fn a_recovery_books_a_receivable_and_its_write_off_reverses_it() {
+    let opened = commission_event(serde_json::json!({
+        "type": "RecoveryReviewOpened", "order_revision": 3, "signal": "REFUND_CONFIRMED",
+        "order_updated_at": "2026-01-01T00:00:00Z", "amount_minor": 700
+    }));
+    let p = commission_posting(CASHBACK, idr(), &opened).unwrap();
+    assert_eq!(
+        (p.debit.as_str(), p.credit.as_str(), p.amount_minor),
+        (
+            "recovery_receivable:SHOPEE:IDR",
+            "commission_expense:SHOPEE:IDR",
+            700
+        )
+    );
+    let resolved = commission_event(serde_json::json!({
+        "type": "RecoveryManuallyResolved", "actor": "op", "reason": "written off",
+        "resolved_at": "2026-01-02T00:00:00Z", "amount_minor": 700
+    }));
+    let q = commission_posting(CASHBACK, idr(), &resolved).unwrap();
+    assert_eq!((q.debit, q.credit), (p.credit, p.debit));
+}
+
+#[test]
+fn only_wallet_buckets_carry_the_no_overdraft_flag() {
+    for kind in AccountKind::ALL {
+        let flags = kind.flags();
+        assert_eq!(
+            flags.debits_must_not_exceed_credits,
+            kind == AccountKind::WalletBucket
+        );
+        assert!(!flags.credits_must_not_exceed_debits);
+    }
+    assert_eq!(AccountKind::WalletBucket.normal_side(), Side::Credit);
+    assert_eq!(AccountKind::of("nonsense:x"), None);
+}
