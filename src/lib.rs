@@ -14,6 +14,7 @@ pub mod affiliate;
 pub mod audit;
 pub mod bill;
 pub mod callbacks;
+pub mod ledger;
 pub mod ops;
 pub mod wallet;
 

@@ -8,6 +8,7 @@
 
 pub mod affiliate;
 pub mod bill;
+pub mod ledger;
 pub mod table;
 pub mod wallet;
 

@@ -20,6 +20,7 @@ fn declared() -> Vec<TableDef> {
     bill.copied()
         .chain(affiliate)
         .chain([crate::bill::order_status::CONFLICTS])
+        .chain(factledger_projections::ledger::TABLES.iter().copied())
         .collect()
 }
 

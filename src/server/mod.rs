@@ -403,6 +403,12 @@ pub async fn start_with(
             Some(stall_alerts.clone()),
         ));
     }
+    // The journal remembers each stream's currency: a runner path of its own.
+    projection_statuses.push(crate::ledger::projection::spawn(
+        db.store.clone(),
+        db.db.clone(),
+        Some(stall_alerts.clone()),
+    ));
     // The bill projector reads its own fact rows: a runner path of its own.
     projection_statuses.push(crate::bill::projection::spawn(
         db.store.clone(),

@@ -20,6 +20,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::wallet::routes())
         .merge(crate::affiliate::routes())
         .merge(crate::bill::routes())
+        .merge(crate::ledger::routes())
         .merge(crate::callbacks::routes())
         .merge(crate::audit::routes())
         .merge(crate::ops::routes())

@@ -64,12 +64,18 @@ use utoipa::OpenApi;
         crate::callbacks::api::show,
         crate::ops::outbox::sinks,
         crate::bill::api_reads::get_station_month,
+        crate::ledger::api::trial_balance,
+        crate::ledger::api::account,
         health,
         metrics,
         openapi
     ),
     components(schemas(
         crate::runtime::http::problem::ProblemBody,
+        crate::ledger::api::TrialBalance,
+        crate::ledger::api::CurrencyTotals,
+        crate::ledger::api::AccountStatement,
+        crate::ledger::api::JournalEntry,
         crate::infra::store::EventView,
         crate::wallet::api::CommandResponse,
         crate::wallet::api::WalletView,

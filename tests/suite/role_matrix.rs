@@ -37,6 +37,8 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("get", "/v1/projections", Read),
     ("get", "/v1/wallets/{wallet_id}", Read),
     ("get", "/v1/wallets/{wallet_id}/ledger", Read),
+    ("get", "/v1/accounts/trial-balance", Read),
+    ("get", "/v1/accounts/{account}", Read),
     ("post", "/v1/wallets/{wallet_id}/commands", Write),
     (
         "get",
@@ -151,6 +153,7 @@ fn concrete(path: &str) -> String {
         ("{id}", "1"),
         ("{code}", "X:1"),
         ("{provider}", "no-such-provider"),
+        ("{account}", "wallet:w-1:available"),
     ];
     let mut out = path.to_owned();
     for (k, v) in values {
@@ -194,6 +197,7 @@ fn routed() -> BTreeSet<(String, String)> {
         ("pub fn routes(", include_str!("../../src/wallet/mod.rs")),
         ("pub fn routes(", include_str!("../../src/affiliate/mod.rs")),
         ("pub fn routes(", include_str!("../../src/bill/mod.rs")),
+        ("pub fn routes(", include_str!("../../src/ledger/mod.rs")),
         ("pub fn routes(", include_str!("../../src/callbacks/mod.rs")),
         ("pub fn routes(", include_str!("../../src/audit/mod.rs")),
         ("pub fn routes(", include_str!("../../src/ops/mod.rs")),

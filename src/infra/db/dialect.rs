@@ -37,6 +37,40 @@ impl Dialect {
         }
     }
 
+    /// Like [`Dialect::upsert`], but an existing row's `adds` columns grow by the
+    /// inserted values and its `sets` columns take them.
+    pub fn upsert_adding(
+        self,
+        table: &str,
+        columns: &[&str],
+        keys: &[&str],
+        adds: &[&str],
+        sets: &[&str],
+    ) -> String {
+        let marks = vec!["?"; columns.len()].join(", ");
+        let insert = format!(
+            "INSERT INTO {table} ({}) VALUES ({marks})",
+            columns.join(", ")
+        );
+        let (new, conflict) = match self {
+            Dialect::Mysql => ("VALUES", "ON DUPLICATE KEY UPDATE".to_owned()),
+            Dialect::Sqlite => (
+                "excluded",
+                format!("ON CONFLICT ({}) DO UPDATE SET", keys.join(", ")),
+            ),
+        };
+        let value = |c: &str| match self {
+            Dialect::Mysql => format!("{new}({c})"),
+            Dialect::Sqlite => format!("{new}.{c}"),
+        };
+        let set: Vec<String> = adds
+            .iter()
+            .map(|c| format!("{c} = {c} + {}", value(c)))
+            .chain(sets.iter().map(|c| format!("{c} = {}", value(c))))
+            .collect();
+        format!("{insert} {conflict} {}", set.join(", "))
+    }
+
     /// The suffix of a `SELECT` that locks the rows it reads until commit. SQLite
     /// needs none: a write transaction (`BEGIN IMMEDIATE`) holds the database lock.
     pub fn lock_rows(self) -> &'static str {
@@ -90,6 +124,21 @@ mod tests {
             Dialect::Sqlite.upsert("t", &cols, &["a"], &["b", "c"]),
             "INSERT INTO t (a, b, c, d) VALUES (?, ?, ?, ?) ON CONFLICT (a) DO UPDATE SET \
              b = excluded.b, c = excluded.c"
+        );
+    }
+
+    #[test]
+    fn upsert_adding_grows_the_added_columns_and_sets_the_others() {
+        let cols = ["k", "n", "at"];
+        assert_eq!(
+            Dialect::Mysql.upsert_adding("t", &cols, &["k"], &["n"], &["at"]),
+            "INSERT INTO t (k, n, at) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE \
+             n = n + VALUES(n), at = VALUES(at)"
+        );
+        assert_eq!(
+            Dialect::Sqlite.upsert_adding("t", &cols, &["k"], &["n"], &["at"]),
+            "INSERT INTO t (k, n, at) VALUES (?, ?, ?) ON CONFLICT (k) DO UPDATE SET \
+             n = n + excluded.n, at = excluded.at"
         );
     }
 

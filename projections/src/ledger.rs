@@ -1,0 +1,362 @@
+//! The journal: every posting of the chart of accounts (`factledger_aggregates::ledger`)
+//! as two journal lines, and the balance of every account they touch (issue 16).
+//!
+//! A money event's posting needs the currency of its stream, which a wallet names
+//! once, when it opens (a commission, when it is recorded). So the projection reads
+//! events in global order and remembers each stream's currency
+//! ([`STREAM_CURRENCIES`]); [`classify`] says what an event means to the journal and
+//! [`Ledger`] is the whole projection in memory (for replays and tests; the service's
+//! runner writes the same lines and balances to the tables below).
+//!
+//! **Invariant:** every posting writes a debit line and a credit line of the same
+//! amount, so at every position the sum of debits equals the sum of credits in each
+//! currency — the trial balance is zero.
+
+use crate::table::{ColType, Column, TableDef};
+use factledger_aggregates::commission::{CommissionEvent, COMMISSION_AGGREGATE_TYPE};
+use factledger_aggregates::ledger::{
+    commission_posting, wallet_account, wallet_posting, AccountKind, Posting, CHART_VERSION,
+};
+use factledger_aggregates::money::Currency;
+use factledger_aggregates::wallet::{Bucket, WalletEvent, WALLET_AGGREGATE_TYPE};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Checkpoint name and `factledger rebuild journal`.
+pub const NAME: &str = "journal";
+/// The chart's version: a changed mapping rebuilds the journal.
+pub const VERSION: i32 = CHART_VERSION;
+/// The streams whose events the journal reads.
+pub const AGGREGATE_TYPES: &[&str] = &[WALLET_AGGREGATE_TYPE, COMMISSION_AGGREGATE_TYPE];
+
+const fn col(name: &'static str, ty: ColType) -> Column {
+    Column { name, ty }
+}
+
+/// Two lines per posting: `leg` 0 is the debit, 1 the credit.
+pub const JOURNAL: TableDef = TableDef {
+    name: "journal",
+    key: &["position", "leg"],
+    columns: &[
+        col("position", ColType::Int),
+        col("leg", ColType::Int),
+        col("account", ColType::Text),
+        col("debit_minor", ColType::Int),
+        col("credit_minor", ColType::Int),
+        col("currency", ColType::Text),
+        col("ref_type", ColType::Text),
+        col("ref_id", ColType::Text),
+        col("entry_type", ColType::Text),
+        col("stream_id", ColType::Text),
+    ],
+};
+
+/// Each account's totals: what a trial balance and `GET /v1/accounts/{account}` read.
+pub const ACCOUNT_BALANCES: TableDef = TableDef {
+    name: "account_balances",
+    key: &["account"],
+    columns: &[
+        col("account", ColType::Text),
+        col("kind", ColType::Text),
+        col("currency", ColType::Text),
+        col("normal_side", ColType::Text),
+        col("debits_minor", ColType::Int),
+        col("credits_minor", ColType::Int),
+        col("last_position", ColType::Int),
+    ],
+};
+
+/// The currency of every stream the journal has seen open.
+pub const STREAM_CURRENCIES: TableDef = TableDef {
+    name: "journal_stream_currencies",
+    key: &["stream_type", "stream_id"],
+    columns: &[
+        col("stream_type", ColType::Text),
+        col("stream_id", ColType::Text),
+        col("currency", ColType::Text),
+    ],
+};
+
+/// Every table the journal owns.
+pub const TABLES: &[TableDef] = &[JOURNAL, ACCOUNT_BALANCES, STREAM_CURRENCIES];
+
+/// A money event, decoded.
+#[derive(Debug, Clone)]
+pub enum MoneyEvent {
+    Wallet(WalletEvent),
+    Commission(CommissionEvent),
+}
+
+/// What one event means to the journal.
+#[derive(Debug, Clone)]
+pub enum Journaled {
+    /// A stream names its currency; a wallet also opens its four bucket accounts.
+    Opens {
+        stream_type: &'static str,
+        currency: Currency,
+        accounts: Vec<String>,
+    },
+    /// An event that may move money; its posting depends on the stream's currency.
+    Moves(MoneyEvent),
+}
+
+impl MoneyEvent {
+    /// The posting of this event of stream `stream_id` in `currency` (`None`: it
+    /// moves no money).
+    pub fn posting(&self, stream_id: &str, currency: Currency) -> Option<Posting> {
+        match self {
+            MoneyEvent::Wallet(e) => wallet_posting(stream_id, currency, e),
+            MoneyEvent::Commission(e) => commission_posting(stream_id, currency, e),
+        }
+    }
+
+    pub fn stream_type(&self) -> &'static str {
+        match self {
+            MoneyEvent::Wallet(_) => WALLET_AGGREGATE_TYPE,
+            MoneyEvent::Commission(_) => COMMISSION_AGGREGATE_TYPE,
+        }
+    }
+}
+
+/// The four bucket accounts of a wallet.
+pub fn bucket_accounts(wallet_id: &str) -> Vec<String> {
+    [
+        Bucket::Pending,
+        Bucket::Available,
+        Bucket::Frozen,
+        Bucket::RiskHold,
+    ]
+    .into_iter()
+    .map(|b| wallet_account(wallet_id, b))
+    .collect()
+}
+
+/// What an event of `aggregate_type` (payload upcast to its current shape) means to
+/// the journal; `None` for a stream the journal does not read.
+pub fn classify(
+    aggregate_type: &str,
+    aggregate_id: &str,
+    payload: &Value,
+) -> Result<Option<Journaled>, String> {
+    match aggregate_type {
+        WALLET_AGGREGATE_TYPE => {
+            let e: WalletEvent =
+                serde_json::from_value(payload.clone()).map_err(|e| format!("payload: {e}"))?;
+            Ok(Some(match e {
+                WalletEvent::WalletOpened { currency, .. } => Journaled::Opens {
+                    stream_type: WALLET_AGGREGATE_TYPE,
+                    currency,
+                    accounts: bucket_accounts(aggregate_id),
+                },
+                e => Journaled::Moves(MoneyEvent::Wallet(e)),
+            }))
+        }
+        COMMISSION_AGGREGATE_TYPE => {
+            let e: CommissionEvent =
+                serde_json::from_value(payload.clone()).map_err(|e| format!("payload: {e}"))?;
+            Ok(Some(match e {
+                CommissionEvent::CommissionRecorded(r) => Journaled::Opens {
+                    stream_type: COMMISSION_AGGREGATE_TYPE,
+                    currency: r.currency,
+                    accounts: Vec::new(),
+                },
+                e => Journaled::Moves(MoneyEvent::Commission(e)),
+            }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// One journal line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub position: i64,
+    pub leg: i64,
+    pub account: String,
+    pub debit_minor: i64,
+    pub credit_minor: i64,
+    pub currency: Currency,
+    pub ref_type: String,
+    pub ref_id: String,
+    pub entry_type: String,
+    pub stream_id: String,
+}
+
+/// The two lines of a posting made by the event at `position` of `stream_id`.
+pub fn lines(position: i64, stream_id: &str, p: &Posting) -> [Line; 2] {
+    let line = |leg: i64, account: &str, debit: i64, credit: i64| Line {
+        position,
+        leg,
+        account: account.to_owned(),
+        debit_minor: debit,
+        credit_minor: credit,
+        currency: p.currency,
+        ref_type: p.ref_type.clone(),
+        ref_id: p.ref_id.clone(),
+        entry_type: p.entry_type.clone(),
+        stream_id: stream_id.to_owned(),
+    };
+    [
+        line(0, &p.debit, p.amount_minor, 0),
+        line(1, &p.credit, 0, p.amount_minor),
+    ]
+}
+
+/// An account's totals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Balance {
+    pub currency: Currency,
+    pub debits_minor: i64,
+    pub credits_minor: i64,
+}
+
+impl Balance {
+    /// Credits minus debits: what a credit-normal account holds.
+    pub fn credit_balance(&self) -> i64 {
+        self.credits_minor - self.debits_minor
+    }
+}
+
+/// The kind label stored with an account.
+pub fn kind_label(account: &str) -> &'static str {
+    AccountKind::of(account).map_or("UNKNOWN", AccountKind::prefix)
+}
+
+/// The journal in memory: the same lines and balances the runner writes.
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    pub currencies: BTreeMap<(String, String), Currency>,
+    pub balances: BTreeMap<String, Balance>,
+    pub lines: Vec<Line>,
+}
+
+impl Ledger {
+    /// Apply one event (payload upcast): its posting's lines and balances.
+    pub fn apply(
+        &mut self,
+        position: i64,
+        aggregate_type: &str,
+        aggregate_id: &str,
+        payload: &Value,
+    ) -> Result<(), String> {
+        match classify(aggregate_type, aggregate_id, payload)? {
+            None => Ok(()),
+            Some(Journaled::Opens {
+                stream_type,
+                currency,
+                accounts,
+            }) => {
+                self.currencies
+                    .insert((stream_type.to_owned(), aggregate_id.to_owned()), currency);
+                for a in accounts {
+                    self.balances.entry(a).or_insert(Balance {
+                        currency,
+                        debits_minor: 0,
+                        credits_minor: 0,
+                    });
+                }
+                Ok(())
+            }
+            Some(Journaled::Moves(e)) => {
+                let key = (e.stream_type().to_owned(), aggregate_id.to_owned());
+                let Some(posting) = (match self.currencies.get(&key) {
+                    Some(c) => e.posting(aggregate_id, *c),
+                    // A money event before its stream named a currency cannot be.
+                    None => return Err(format!("{aggregate_type} {aggregate_id}: no currency")),
+                }) else {
+                    return Ok(());
+                };
+                for l in lines(position, aggregate_id, &posting) {
+                    let b = self.balances.entry(l.account.clone()).or_insert(Balance {
+                        currency: l.currency,
+                        debits_minor: 0,
+                        credits_minor: 0,
+                    });
+                    b.debits_minor += l.debit_minor;
+                    b.credits_minor += l.credit_minor;
+                    self.lines.push(l);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Σ debits and Σ credits per currency.
+    pub fn trial_balance(&self) -> BTreeMap<Currency, (i64, i64)> {
+        let mut out: BTreeMap<Currency, (i64, i64)> = BTreeMap::new();
+        for b in self.balances.values() {
+            let t = out.entry(b.currency).or_default();
+            t.0 += b.debits_minor;
+            t.1 += b.credits_minor;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn open(ledger: &mut Ledger, position: i64, wallet: &str) {
+        let p = json!({"type": "WalletOpened", "user_id": "u", "currency": "IDR"});
+        ledger.apply(position, "wallet", wallet, &p).unwrap();
+    }
+
+    fn moved(entry: &str, ty: &str, amount: i64, before: [i64; 4], after: [i64; 4]) -> Value {
+        let b = |v: [i64; 4]| {
+            json!({"pending_minor": v[0], "available_minor": v[1], "frozen_minor": v[2],
+                   "risk_hold_minor": v[3]})
+        };
+        let delta = [0, 1, 2, 3].map(|i| after[i] - before[i]);
+        json!({"type": ty, "ref_type": "COMMISSION", "ref_id": "LAZADA:1:CASHBACK",
+               "entry_type": entry, "amount_minor": amount, "delta": b(delta),
+               "before": b(before), "after": b(after)})
+    }
+
+    #[test]
+    fn a_credited_then_released_commission_balances_and_the_buckets_hold_it() {
+        let mut l = Ledger::default();
+        open(&mut l, 1, "w1");
+        let credit = moved(
+            "CREDIT_PENDING",
+            "PendingCredited",
+            900,
+            [0; 4],
+            [900, 0, 0, 0],
+        );
+        l.apply(2, "wallet", "w1", &credit).unwrap();
+        let release = moved(
+            "RELEASE_PENDING",
+            "PendingReleased",
+            900,
+            [900, 0, 0, 0],
+            [0, 900, 0, 0],
+        );
+        l.apply(3, "wallet", "w1", &release).unwrap();
+        let idr = Currency::parse("IDR").unwrap();
+        assert_eq!(l.trial_balance()[&idr], (1800, 1800));
+        assert_eq!(l.balances["wallet:w1:available"].credit_balance(), 900);
+        assert_eq!(l.balances["wallet:w1:pending"].credit_balance(), 0);
+        assert_eq!(
+            l.balances["commission_expense:LAZADA:IDR"].debits_minor,
+            900
+        );
+        assert_eq!(l.lines.len(), 4);
+        assert_eq!(
+            kind_label("commission_expense:LAZADA:IDR"),
+            "commission_expense"
+        );
+    }
+
+    #[test]
+    fn a_movement_of_a_wallet_never_opened_stops_the_journal() {
+        let mut l = Ledger::default();
+        let credit = moved("CREDIT_PENDING", "PendingCredited", 1, [0; 4], [1, 0, 0, 0]);
+        assert!(l.apply(1, "wallet", "ghost", &credit).is_err());
+        assert!(
+            l.apply(2, "order", "x", &json!({})).is_ok(),
+            "other streams are not read"
+        );
+    }
+}
