@@ -96,11 +96,12 @@ pub(super) enum Command {
     /// progress bar on a terminal and prints the outcome as JSON.
     Rebuild {
         /// The projection: wallet, affiliate_orders, commission_records,
-        /// campaign_usage (the affiliate ones: full rebuild only, in one transaction)
-        /// or bill.
+        /// campaign_usage (the affiliate ones: full rebuild only, in one transaction),
+        /// bill or journal.
         projection: String,
         /// Only these rows: wallet:<wallet id>; for bill: station-month:<station>:<yyyymm>,
-        /// account:small:<id> or account:partner:<id>.
+        /// account:small:<id> or account:partner:<id>; for journal: stream:<type>:<id>
+        /// (the postings of one wallet or commission stream).
         #[arg(long)]
         scope: Option<String>,
         /// Events written to the shadow tables per transaction.
@@ -148,6 +149,11 @@ pub(super) enum Command {
     Keys {
         #[command(subcommand)]
         action: KeysAction,
+    },
+    /// Read the double-entry accounts (prints JSON).
+    Accounts {
+        #[command(subcommand)]
+        action: AccountsAction,
     },
     /// Inspect and operate durable jobs (prints JSON).
     Jobs {
@@ -314,6 +320,17 @@ pub(super) enum IntegrityAction {
 /// How often `serve` anchors by default: a deleted tail younger than this is what
 /// the anchors cannot vouch for.
 pub(super) const ANCHOR_EVERY_S_DEFAULT: u64 = 60;
+
+#[derive(Subcommand)]
+pub(super) enum AccountsAction {
+    /// Σ debits and Σ credits per currency over every account; exits 2 when a
+    /// currency does not balance.
+    TrialBalance {
+        /// As of this global position (default: the journal's head).
+        #[arg(long)]
+        as_of_position: Option<i64>,
+    },
+}
 
 #[derive(Subcommand)]
 pub(super) enum KeysAction {

@@ -72,6 +72,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Anchor => log::anchor(g).await,
         Command::Integrity { action } => log::integrity(g, action),
         Command::Keys { action } => log::keys(g, action).await,
+        Command::Accounts { action } => projections::accounts(g, action).await,
         Command::Jobs { action } => jobs::jobs(&g.database_url, &g.integrity_keys, action).await,
         Command::Cron {
             action: CronAction::List,

@@ -36,6 +36,19 @@ pub(super) async fn catch_up(g: &Global) -> anyhow::Result<ExitCode> {
             started.elapsed().as_secs_f64()
         );
     }
+    let started = std::time::Instant::now();
+    let applied = factledger::ledger::projection::catch_up(&db.store, &db.db).await?;
+    let position = db
+        .db
+        .checkpoint(
+            factledger_projections::ledger::NAME,
+            factledger_projections::ledger::VERSION,
+        )
+        .await?;
+    println!(
+        "journal: applied {applied} events in {:.1} s, now at position {position}",
+        started.elapsed().as_secs_f64()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -54,6 +67,18 @@ pub(super) async fn rebuild(
     // of the other projections record it just before they start.
     let target = format!("projection:{projection}");
     let detail = format!("scope {}", scope.as_deref().unwrap_or("full"));
+    if projection == factledger_projections::ledger::NAME {
+        audit(
+            &db,
+            AdminAction::RebuildStarted,
+            &target,
+            None,
+            Some(detail),
+        )
+        .await?;
+        println!("{}", rebuild_journal(&db, scope.as_deref()).await?);
+        return Ok(ExitCode::SUCCESS);
+    }
     if projection == factledger::bill::projection::NAME {
         audit(
             &db,
@@ -191,4 +216,56 @@ async fn rebuild_bill(db: &store::Database, scope: Option<&str>) -> anyhow::Resu
         "station_months_recomputed": recomputed})
         .to_string(),
     )
+}
+
+/// `rebuild journal`: in full, or one stream's postings (`stream:<type>:<id>`). The
+/// outcome as JSON.
+async fn rebuild_journal(db: &store::Database, scope: Option<&str>) -> anyhow::Result<String> {
+    use factledger::ledger::projection as journal;
+    let Some(scope) = scope else {
+        let done = journal::rebuild_full(&db.store, &db.db).await?;
+        return Ok(serde_json::to_string(&done)?);
+    };
+    let (stream_type, stream_id) = scope
+        .strip_prefix("stream:")
+        .and_then(|s| s.split_once(':'))
+        .filter(|(t, id)| !t.is_empty() && !id.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("--scope {scope}: expected stream:<type>:<id>"))?;
+    let lines = journal::rebuild_stream(&db.store, &db.db, stream_type, stream_id).await?;
+    Ok(
+        serde_json::json!({"projection": "journal", "stream": scope, "lines_written": lines})
+            .to_string(),
+    )
+}
+
+/// `accounts trial-balance`: the journal's trial balance as JSON (after catching the
+/// journal up); exit 2 when a currency does not balance.
+pub(super) async fn accounts(
+    g: &Global,
+    action: super::args::AccountsAction,
+) -> anyhow::Result<ExitCode> {
+    use factledger::ledger::{api, projection as journal};
+    let super::args::AccountsAction::TrialBalance { as_of_position } = action;
+    let db = open_db(&g.database_url, &g.integrity_keys).await?;
+    journal::catch_up(&db.store, &db.db).await?;
+    let position = db
+        .db
+        .checkpoint(
+            factledger_projections::ledger::NAME,
+            factledger_projections::ledger::VERSION,
+        )
+        .await?;
+    if let Some(p) = as_of_position {
+        anyhow::ensure!(
+            (0..=position).contains(&p),
+            "--as-of-position {p}: must be between 0 and the journal's position {position}"
+        );
+    }
+    let tb = api::trial_balance_at(&db.db, as_of_position, position).await?;
+    println!("{}", serde_json::to_string_pretty(&tb)?);
+    Ok(if tb.balanced {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
 }

@@ -37,6 +37,7 @@ mod ingest;
 mod integrity;
 mod jobs;
 mod jobs_api;
+mod journal;
 mod least_privilege;
 mod parsing;
 mod platform_sync;

@@ -4,7 +4,7 @@
 use super::pages::*;
 use super::pass::*;
 use super::report::*;
-use super::{affiliate, log, withdrawal};
+use super::{affiliate, journal, log, withdrawal};
 use crate::infra::db::Db;
 use crate::infra::store::DynStore;
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +28,13 @@ pub(super) async fn check_all(
     for projector in crate::runtime::projector::all() {
         affiliate::check_projection(&mut snap, &mut pass, projector.as_ref(), page_rows).await?;
     }
+    let up_to = pass.up_to_position;
+    let (journal_position, accounts) = journal::check_journal(&mut snap, &mut pass, up_to).await?;
+    pass.projections_checked.push(ProjectionChecked {
+        name: factledger_projections::ledger::NAME.to_owned(),
+        up_to_position: journal_position,
+        rows_checked: accounts,
+    });
     snap.close().await?;
     Ok(pass)
 }

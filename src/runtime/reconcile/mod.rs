@@ -38,11 +38,12 @@
 //!
 //! Layers, each importing only those above it in this list: `report`, `rows`, `pages`,
 //! `diff`, `wallet`, `pass`, then the checks beside the wallet pass (`affiliate`,
-//! `withdrawal`, `log`), `check` (one reconciliation and its repairs), `run`.
+//! `withdrawal`, `journal`, `log`), `check` (one reconciliation and its repairs), `run`.
 
 mod affiliate;
 mod check;
 mod diff;
+mod journal;
 mod log;
 mod pages;
 mod pass;

@@ -55,6 +55,15 @@ impl Snapshot {
         keyset_after(matches!(self, Snapshot::Sqlite(_)), columns, key)
     }
 
+    /// The type a `CAST` turns a sum into an integer with (MariaDB sums BIGINTs as
+    /// DECIMAL).
+    pub(super) fn signed(&self) -> &'static str {
+        match self {
+            Snapshot::Mysql(_) => "SIGNED",
+            Snapshot::Sqlite(_) => "INTEGER",
+        }
+    }
+
     /// End the snapshot. It wrote nothing, so this is a rollback.
     pub(super) async fn close(self) -> Result<(), sqlx::Error> {
         match self {

@@ -106,6 +106,10 @@ pub enum FindingKind {
     /// The log itself was altered: positions deleted, the tail truncated, or an
     /// anchored event replaced (see `reconcile::log`). Blocks every repair.
     LogIntegrity,
+    /// The journal does not balance: a currency's debits and credits differ, an
+    /// account's totals are not its lines, or a wallet bucket account is not the
+    /// wallet projection's bucket (`reconcile::journal`). Never repaired automatically.
+    JournalImbalance,
 }
 
 impl FindingKind {
@@ -129,7 +133,8 @@ impl FindingKind {
             | CommissionPendingMismatch
             | CommissionReleaseMismatch
             | WithdrawalFrozenMismatch
-            | LogIntegrity => FindingClass::Event,
+            | LogIntegrity
+            | JournalImbalance => FindingClass::Event,
         }
     }
 }
