@@ -467,6 +467,7 @@ both_backends!(
                 "affiliate_orders",
                 "commission_records",
                 "campaign_usage",
+                "journal",
                 "bill",
                 "bill_order_status"
             ]
@@ -567,7 +568,7 @@ both_backends!(
         // Each stops right before its own bad event; the orders and campaign
         // projectors reach the head.
         let list = wait_projections(&app, "two stopped, the others at the head", |l| {
-            l.len() == 6
+            l.len() == 7
                 && l.iter()
                     // A failed batch reports its error before the runner has applied
                     // the events ahead of the bad one: wait for both.
@@ -580,6 +581,12 @@ both_backends!(
                     s["name"] == "commission_records"
                         && s["error_position"] == frozen
                         && s["position"] == frozen - 1
+                })
+                // The journal reads both streams: it stops at the first bad event.
+                && l.iter().any(|s| {
+                    s["name"] == "journal"
+                        && s["error_position"] == credit.min(frozen)
+                        && s["position"] == credit.min(frozen) - 1
                 })
                 && [
                     "affiliate_orders",
@@ -828,8 +835,13 @@ both_backends!(
         let checked: Vec<(&str, i64)> = clean
             .projections_checked
             .iter()
+            .filter(|c| c.name != "journal")
             .map(|c| (c.name.as_str(), c.up_to_position))
             .collect();
+        assert!(clean
+            .projections_checked
+            .iter()
+            .any(|c| c.name == "journal"));
         assert_eq!(
             checked,
             [
