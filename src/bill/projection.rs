@@ -53,6 +53,7 @@ use factledger_projections::ProjectionError;
 use std::collections::BTreeSet;
 
 mod assemble;
+mod pick;
 
 /// Events read and applied per transaction (the other runners' batch).
 pub const BATCH_EVENTS_MAX: i64 = crate::runtime::projection::BATCH_EVENTS_MAX;
