@@ -2,7 +2,7 @@
 //! arguments are [`Cell`]s bound in order ([`bind_cells!`]), and result rows are
 //! decoded by position into [`MemRow`]s as a list of typed [`Column`]s says. The same
 //! SQL and the same cells run on MariaDB and SQLite; only the decoding of text differs
-//! (MariaDB reports `_bin` collated columns as binary, see [`RowText`]).
+//! (MariaDB reports `_bin` collated columns as binary, see [`mysql_text`]).
 
 use factledger_projections::table::{Cell, ColType, Column, MemRow, TableDef};
 use sqlx::mysql::MySqlRow;
@@ -25,9 +25,36 @@ macro_rules! bind_cells {
 }
 pub(crate) use bind_cells;
 
+/// Text of a column. Columns with a `_bin` collation (ids must be case-sensitive)
+/// are reported with the binary flag, which sqlx will not decode as `String`; read
+/// the bytes and check they are UTF-8.
+pub fn mysql_text<I>(r: &MySqlRow, column: I) -> Result<String, sqlx::Error>
+where
+    I: sqlx::ColumnIndex<MySqlRow> + std::fmt::Display + Copy,
+{
+    let bytes: Vec<u8> = r.try_get(column)?;
+    String::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
+        index: column.to_string(),
+        source: Box::new(e),
+    })
+}
+
+/// Text of a nullable column (see [`mysql_text`]).
+pub fn mysql_opt_text(r: &MySqlRow, column: usize) -> Result<Option<String>, sqlx::Error> {
+    let bytes: Option<Vec<u8>> = r.try_get(column)?;
+    bytes
+        .map(|b| {
+            String::from_utf8(b).map_err(|e| sqlx::Error::ColumnDecode {
+                index: column.to_string(),
+                source: Box::new(e),
+            })
+        })
+        .transpose()
+}
+
 /// Reading text columns the same way on both backends. MariaDB reports `_bin`
 /// collated columns as binary, which sqlx will not decode as `String` (see
-/// `store::mysql::text`).
+/// [`mysql_text`]).
 pub trait RowText {
     fn text(&self, i: usize) -> Result<String, sqlx::Error>;
     fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error>;
@@ -35,10 +62,10 @@ pub trait RowText {
 
 impl RowText for MySqlRow {
     fn text(&self, i: usize) -> Result<String, sqlx::Error> {
-        crate::infra::store::mysql::text(self, i)
+        mysql_text(self, i)
     }
     fn opt_text(&self, i: usize) -> Result<Option<String>, sqlx::Error> {
-        crate::infra::store::mysql::opt_text(self, i)
+        mysql_opt_text(self, i)
     }
 }
 

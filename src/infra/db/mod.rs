@@ -9,7 +9,9 @@ mod handle;
 mod tx;
 
 pub(crate) use cells::bind_cells;
-pub use cells::{cells, mysql_cells, select_sql, sqlite_cells, Get, RowText};
+pub use cells::{
+    cells, mysql_cells, mysql_opt_text, mysql_text, select_sql, sqlite_cells, Get, RowText,
+};
 pub use dialect::{rfc3339_of, Dialect};
 pub use handle::Db;
 pub use tx::{Fence, Tx};
