@@ -123,28 +123,12 @@ impl SqliteStore {
                 .fetch_one(&mut **tx)
                 .await
                 .map_err(db_err)?;
-        let now_ms = Utc::now().timestamp_millis();
         let mut committed = Vec::with_capacity(units.len());
         for unit in units {
             // The fence first: a stale claim writes nothing (BEGIN IMMEDIATE holds the
             // database lock, so nothing can recover the lease before this commits).
             if let Some(f) = &unit.fence {
-                let fenced = sqlx::query(
-                    "UPDATE jobs SET fenced_writes = fenced_writes + 1 \
-                     WHERE id = ? AND status = 1 AND running_attempt = ?",
-                )
-                .bind(f.job_id)
-                .bind(f.running_attempt)
-                .execute(&mut **tx)
-                .await
-                .map_err(db_err)?
-                .rows_affected();
-                if fenced != 1 {
-                    return Err(StoreError::Fenced {
-                        job_id: f.job_id,
-                        running_attempt: f.running_attempt,
-                    });
-                }
+                hold_fence(tx, f).await?;
             }
             let refs = unit.ledger_refs_by_event()?;
             let mut positions = Vec::with_capacity(unit.event_count());
@@ -153,125 +137,21 @@ impl SqliteStore {
             if let Some(idem) = &unit.idempotency {
                 let n = unit.event_count() as i64;
                 let (f, l) = if n == 0 { (0, 0) } else { (next + 1, next + n) };
-                sqlx::query(
-                    "INSERT INTO command_log (scope, idempotency_key, request_hash, \
-                     first_position, last_position, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                )
-                .bind(&idem.scope)
-                .bind(&idem.key)
-                .bind(&idem.request_hash)
-                .bind(f)
-                .bind(l)
-                .bind(time_text(&Utc::now()))
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| unique_or(e, StoreError::DuplicateIdempotencyKey))?;
+                log_key(tx, idem, f, l).await?;
             }
             for (si, s) in unit.streams.iter().enumerate() {
                 if unit.fail_after_streams == Some(si) {
                     return Err(StoreError::Injected(si));
                 }
-                if s.events.is_empty() {
-                    continue;
-                }
-                // The head must be exactly the event decided on: its number and hash.
-                let head: Option<(i64, String)> = sqlx::query_as(
-                    "SELECT sequence, hash FROM events WHERE aggregate_type = ? \
-                     AND aggregate_id = ? ORDER BY sequence DESC LIMIT 1",
-                )
-                .bind(&s.aggregate_type)
-                .bind(&s.aggregate_id)
-                .fetch_optional(&mut **tx)
-                .await
-                .map_err(db_err)?;
-                let (version, hash) = head.unwrap_or((0, GENESIS_HASH.to_owned()));
-                if version != s.expected_version || hash != s.expected_hash {
-                    return Err(StoreError::Conflict {
-                        aggregate_type: s.aggregate_type.clone(),
-                        aggregate_id: s.aggregate_id.clone(),
-                        expected_version: s.expected_version,
-                    });
-                }
-                for e in &s.events {
-                    next += 1;
-                    let ledger = refs.get(positions.len()).copied().flatten();
-                    sqlx::query(
-                        "INSERT INTO events (global_position, aggregate_type, aggregate_id, \
-                         sequence, event_type, event_version, event_id, payload, metadata, \
-                         correlation_id, actor, hash, hash_key, recorded_at, ledger_ref_type, \
-                         ledger_ref_id, ledger_entry_type) \
-                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    )
-                    .bind(next)
-                    .bind(&s.aggregate_type)
-                    .bind(&s.aggregate_id)
-                    .bind(e.sequence)
-                    .bind(&e.event_type)
-                    .bind(e.event_version)
-                    .bind(e.event_id.to_string())
-                    .bind(&e.payload)
-                    .bind(&e.metadata)
-                    .bind(&e.correlation_id)
-                    .bind(&e.actor)
-                    .bind(&e.hash)
-                    .bind(&e.hash_key)
-                    .bind(time_text(&e.recorded_at))
-                    .bind(ledger.map(|r| &r.ref_type))
-                    .bind(ledger.map(|r| &r.ref_id))
-                    .bind(ledger.map(|r| &r.entry_type))
-                    .execute(&mut **tx)
-                    .await
-                    .map_err(|err| match ledger {
-                        Some(r) => unique_or(err, |_| {
-                            StoreError::DuplicateLedgerRef(format!(
-                                "{}/{}/{}",
-                                r.ref_type, r.ref_id, r.entry_type
-                            ))
-                        }),
-                        None => db_err(err),
-                    })?;
-                    positions.push(next);
+                if !s.events.is_empty() {
+                    append_stream(tx, s, &refs, &mut next, &mut positions).await?;
                 }
             }
             if unit.fail_after_streams == Some(unit.streams.len()) {
                 return Err(StoreError::Injected(unit.streams.len()));
             }
-            for s in &unit.snapshots {
-                sqlx::query(
-                    "INSERT INTO snapshots (aggregate_type, aggregate_id, snapshot_version, \
-                     stream_version, last_hash, state, taken_at) VALUES (?, ?, ?, ?, ?, ?, ?) \
-                     ON CONFLICT (aggregate_type, aggregate_id) DO UPDATE SET \
-                     snapshot_version = excluded.snapshot_version, \
-                     stream_version = excluded.stream_version, last_hash = excluded.last_hash, \
-                     state = excluded.state, taken_at = excluded.taken_at",
-                )
-                .bind(&s.aggregate_type)
-                .bind(&s.aggregate_id)
-                .bind(s.snapshot_version)
-                .bind(s.stream_version)
-                .bind(&s.last_hash)
-                .bind(&s.state)
-                .bind(time_text(&Utc::now()))
-                .execute(&mut **tx)
-                .await
-                .map_err(db_err)?;
-            }
-            for o in &unit.outbox {
-                next_outbox += 1;
-                sqlx::query(
-                    "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, \
-                     created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
-                )
-                .bind(next_outbox)
-                .bind(&o.aggregatetype)
-                .bind(&o.aggregateid)
-                .bind(&o.r#type)
-                .bind(&o.payload)
-                .bind(now_ms)
-                .execute(&mut **tx)
-                .await
-                .map_err(db_err)?;
-            }
+            write_snapshots(tx, &unit.snapshots).await?;
+            write_outbox(tx, &unit.outbox, &mut next_outbox).await?;
             for j in &unit.jobs {
                 submit_job(tx, j).await?;
             }
@@ -285,6 +165,174 @@ impl SqliteStore {
             .map_err(db_err)?;
         Ok(committed)
     }
+}
+
+/// Count a fenced write on the job, or refuse the unit when `f` is no longer the
+/// job's current claim.
+async fn hold_fence(tx: &mut Transaction<'_, Sqlite>, f: &super::Fence) -> Result<(), StoreError> {
+    let fenced = sqlx::query(
+        "UPDATE jobs SET fenced_writes = fenced_writes + 1 \
+         WHERE id = ? AND status = 1 AND running_attempt = ?",
+    )
+    .bind(f.job_id)
+    .bind(f.running_attempt)
+    .execute(&mut **tx)
+    .await
+    .map_err(db_err)?
+    .rows_affected();
+    if fenced != 1 {
+        return Err(StoreError::Fenced {
+            job_id: f.job_id,
+            running_attempt: f.running_attempt,
+        });
+    }
+    Ok(())
+}
+
+/// Record a unit's idempotency key with the positions it writes.
+async fn log_key(
+    tx: &mut Transaction<'_, Sqlite>,
+    idem: &super::IdempotencyRow,
+    first: i64,
+    last: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO command_log (scope, idempotency_key, request_hash, \
+         first_position, last_position, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&idem.scope)
+    .bind(&idem.key)
+    .bind(&idem.request_hash)
+    .bind(first)
+    .bind(last)
+    .bind(time_text(&Utc::now()))
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| unique_or(e, StoreError::DuplicateIdempotencyKey))?;
+    Ok(())
+}
+
+/// Check a stream's head and insert its events at the next positions.
+async fn append_stream(
+    tx: &mut Transaction<'_, Sqlite>,
+    s: &super::StreamAppend,
+    refs: &[Option<&super::LedgerRefRow>],
+    next: &mut i64,
+    positions: &mut Vec<i64>,
+) -> Result<(), StoreError> {
+    // The head must be exactly the event decided on: its number and hash.
+    let head: Option<(i64, String)> = sqlx::query_as(
+        "SELECT sequence, hash FROM events WHERE aggregate_type = ? \
+         AND aggregate_id = ? ORDER BY sequence DESC LIMIT 1",
+    )
+    .bind(&s.aggregate_type)
+    .bind(&s.aggregate_id)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db_err)?;
+    let (version, hash) = head.unwrap_or((0, GENESIS_HASH.to_owned()));
+    if version != s.expected_version || hash != s.expected_hash {
+        return Err(StoreError::Conflict {
+            aggregate_type: s.aggregate_type.clone(),
+            aggregate_id: s.aggregate_id.clone(),
+            expected_version: s.expected_version,
+        });
+    }
+    for e in &s.events {
+        *next += 1;
+        let ledger = refs.get(positions.len()).copied().flatten();
+        sqlx::query(
+            "INSERT INTO events (global_position, aggregate_type, aggregate_id, \
+             sequence, event_type, event_version, event_id, payload, metadata, \
+             correlation_id, actor, hash, hash_key, recorded_at, ledger_ref_type, \
+             ledger_ref_id, ledger_entry_type) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(*next)
+        .bind(&s.aggregate_type)
+        .bind(&s.aggregate_id)
+        .bind(e.sequence)
+        .bind(&e.event_type)
+        .bind(e.event_version)
+        .bind(e.event_id.to_string())
+        .bind(&e.payload)
+        .bind(&e.metadata)
+        .bind(&e.correlation_id)
+        .bind(&e.actor)
+        .bind(&e.hash)
+        .bind(&e.hash_key)
+        .bind(time_text(&e.recorded_at))
+        .bind(ledger.map(|r| &r.ref_type))
+        .bind(ledger.map(|r| &r.ref_id))
+        .bind(ledger.map(|r| &r.entry_type))
+        .execute(&mut **tx)
+        .await
+        .map_err(|err| match ledger {
+            Some(r) => unique_or(err, |_| {
+                StoreError::DuplicateLedgerRef(format!(
+                    "{}/{}/{}",
+                    r.ref_type, r.ref_id, r.entry_type
+                ))
+            }),
+            None => db_err(err),
+        })?;
+        positions.push(*next);
+    }
+    Ok(())
+}
+
+/// Store (or replace) a unit's snapshots.
+async fn write_snapshots(
+    tx: &mut Transaction<'_, Sqlite>,
+    snapshots: &[super::SnapshotRow],
+) -> Result<(), StoreError> {
+    for s in snapshots {
+        sqlx::query(
+            "INSERT INTO snapshots (aggregate_type, aggregate_id, snapshot_version, \
+             stream_version, last_hash, state, taken_at) VALUES (?, ?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (aggregate_type, aggregate_id) DO UPDATE SET \
+             snapshot_version = excluded.snapshot_version, \
+             stream_version = excluded.stream_version, last_hash = excluded.last_hash, \
+             state = excluded.state, taken_at = excluded.taken_at",
+        )
+        .bind(&s.aggregate_type)
+        .bind(&s.aggregate_id)
+        .bind(s.snapshot_version)
+        .bind(s.stream_version)
+        .bind(&s.last_hash)
+        .bind(&s.state)
+        .bind(time_text(&Utc::now()))
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    Ok(())
+}
+
+/// A unit's outbox rows, at the next outbox ids.
+async fn write_outbox(
+    tx: &mut Transaction<'_, Sqlite>,
+    outbox: &[super::OutboxRow],
+    next_outbox: &mut i64,
+) -> Result<(), StoreError> {
+    let now_ms = Utc::now().timestamp_millis();
+    for o in outbox {
+        *next_outbox += 1;
+        sqlx::query(
+            "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, \
+             created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(*next_outbox)
+        .bind(&o.aggregatetype)
+        .bind(&o.aggregateid)
+        .bind(&o.r#type)
+        .bind(&o.payload)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_err)?;
+    }
+    Ok(())
 }
 
 /// Submit one job (R-JOB-2): plain creates or reuses and never resets; a fact change

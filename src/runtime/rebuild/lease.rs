@@ -73,7 +73,9 @@ pub(super) async fn take_lease(db: &Db, id: &str) -> Result<(), RebuildError> {
             name: "rebuild_id",
             ty: ColType::OptText,
         }];
-        let row = db.fetch_optional(holder, std::slice::from_ref(&name), HOLDER).await?;
+        let row = db
+            .fetch_optional(holder, std::slice::from_ref(&name), HOLDER)
+            .await?;
         // (Released again in between: the caller may simply retry.)
         let id = match row {
             Some(r) => r.opt_text("rebuild_id")?,
