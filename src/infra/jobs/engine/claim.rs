@@ -3,8 +3,9 @@
 use super::state::*;
 use super::types::*;
 use crate::infra::alerts::AlertKind;
-use crate::infra::db::{now_ms, Db, RowText};
+use crate::infra::db::{now_ms, Db, Dialect, Get, RowText, Tx};
 use crate::infra::jobs::{truncate_error, JobError, JobKind};
+use factledger_projections::table::{Cell, ColType, Column};
 use std::collections::BTreeMap;
 use tokio::sync::watch;
 
@@ -161,13 +162,85 @@ impl Engine {
         if quota {
             self.ensure_quota_row(kind.name).await?;
         }
-        let mysql = matches!(self.inner.db, Db::Mysql(_));
+        // SQLite's BEGIN IMMEDIATE takes the database lock: reads stay as read.
+        let mut tx = Tx::begin_write(&self.inner.db).await?;
+        if paused_in(&mut tx).await? {
+            return Ok((0, Vec::new(), true));
+        }
+        let room = if quota {
+            self.room_in(&mut tx, kind, now).await?
+        } else {
+            i64::MAX
+        };
+        let candidates = self.candidates_in(&mut tx, kind, &pick, now).await?;
+        // One compare-and-set statement for every candidate within quota (a row each:
+        // status, running_attempt and request_generation as read); the rows it did
+        // take are the ones now carrying this run and owner.
+        let wanted: Vec<&Candidate> = candidates.iter().take(room.max(0) as usize).collect();
+        let lease_until = now + kind.lease_ms;
+        let claimed = self
+            .take_in(&mut tx, &pick, wanted, run_id, now, lease_until)
+            .await?;
+        let claimed: Vec<(ClaimedJob, watch::Sender<bool>)> =
+            claimed.into_iter().map(|c| self.claimed(kind, c)).collect();
+        tx.commit().await?;
+        // Heartbeats start at the claim, so a job waiting for a free handler slot
+        // keeps its lease.
+        let jobs = claimed
+            .into_iter()
+            .map(|(job, lost)| {
+                self.spawn_heartbeat(kind, job.id, job.running_attempt, lost);
+                job
+            })
+            .collect();
+        Ok((candidates.len() as u32, jobs, false))
+    }
+
+    /// How many more jobs of `kind` may run: its own cap and the total cap of every
+    /// capped kind, less the live leases (the quota rows locked to commit).
+    async fn room_in(
+        &self,
+        tx: &mut Tx,
+        kind: &'static JobKind,
+        now: i64,
+    ) -> Result<i64, JobError> {
+        let lock = format!(
+            "SELECT name FROM job_quota_locks WHERE name IN ('*', ?) ORDER BY name{}",
+            tx.dialect().lock_rows()
+        );
+        tx.fetch(&lock, &[Cell::text(kind.name)], &[]).await?;
+        let live = "SELECT COUNT(*) AS n FROM jobs WHERE status = 1 AND kind = ? \
+                    AND lease_until_ms > ?";
+        let running = count_in(tx, live, &[Cell::text(kind.name), Cell::Int(now)]).await?;
+        let capped = &self.inner.capped;
+        let all = format!(
+            "SELECT COUNT(*) AS n FROM jobs WHERE status = 1 AND kind IN ({}) \
+             AND lease_until_ms > ?",
+            vec!["?"; capped.len()].join(", ")
+        );
+        let mut args: Vec<Cell> = capped.iter().map(|k| Cell::text(*k)).collect();
+        args.push(Cell::Int(now));
+        let running_all = count_in(tx, &all, &args).await?;
+        Ok((kind.cap.unwrap_or(i64::MAX) - running)
+            .min(self.inner.total_cap - running_all)
+            .max(0))
+    }
+
+    /// The jobs `pick` names that may be claimed now, in claim order.
+    async fn candidates_in(
+        &self,
+        tx: &mut Tx,
+        kind: &'static JobKind,
+        pick: &Pick,
+        now: i64,
+    ) -> Result<Vec<Candidate>, JobError> {
+        let mysql = tx.dialect() == Dialect::Mysql;
         let skip_locked = if mysql && self.inner.config.skip_locked {
             " FOR UPDATE SKIP LOCKED"
         } else {
             ""
         };
-        let (select, binds): (String, Vec<i64>) = match &pick {
+        let (select, binds): (String, Vec<i64>) = match pick {
             Pick::Due(n) => (
                 format!(
                     "SELECT {CLAIM_COLUMNS} FROM jobs WHERE kind = ? AND auto_eligible = 1 \
@@ -196,157 +269,97 @@ impl Engine {
                 )
             }
         };
-        let guard = match &pick {
+        let mut args = vec![Cell::text(kind.name)];
+        args.extend(binds.into_iter().map(Cell::Int));
+        let rows = tx.fetch(&select, &args, CANDIDATE_COLUMNS).await?;
+        Ok(rows
+            .iter()
+            .map(Candidate::from_row)
+            .collect::<Result<Vec<_>, sqlx::Error>>()?)
+    }
+
+    /// Take `wanted` by one compare-and-set UPDATE; the candidates it did take.
+    async fn take_in<'c>(
+        &self,
+        tx: &mut Tx,
+        pick: &Pick,
+        wanted: Vec<&'c Candidate>,
+        run_id: i64,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Vec<&'c Candidate>, JobError> {
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let guard = match pick {
             Pick::Ids { auto: false, .. } => "",
             _ => " AND retry_count < max_retry_count AND next_execute_at_ms <= ?",
         };
+        let cas = wanted
+            .iter()
+            .map(|c| {
+                format!(
+                    "(id = {} AND running_attempt = {} AND request_generation = {})",
+                    c.id, c.running_attempt, c.request_generation
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let ids = wanted
+            .iter()
+            .map(|c| c.id.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        // `id IN` first: the rows are found by primary key.
         let take = format!(
             "UPDATE jobs SET status = 1, running_attempt = running_attempt + 1, \
              running_generation = request_generation, lease_owner = ?, lease_until_ms = ?, \
              heartbeat_at_ms = ?, last_error = NULL, last_run_id = ?, updated_at_ms = ? \
-             WHERE status IN (0, 3){guard}"
+             WHERE status IN (0, 3){guard} AND id IN ({ids}) AND ({cas})"
         );
-        let lease_until = now + kind.lease_ms;
         let owner = &self.inner.config.owner;
-        let capped = &self.inner.capped;
-        let total_cap = self.inner.total_cap;
-        let pause_sql = if mysql {
-            "SELECT paused FROM job_control WHERE id = 1 LOCK IN SHARE MODE"
-        } else {
-            "SELECT paused FROM job_control WHERE id = 1"
-        };
-        macro_rules! claim_tx {
-            ($tx:ident) => {{
-                let paused: bool = sqlx::query_scalar(pause_sql).fetch_one(&mut *$tx).await?;
-                if paused {
-                    return Ok((0, Vec::new(), true));
-                }
-                let mut room = i64::MAX;
-                if quota {
-                    let lock = if mysql {
-                        "SELECT name FROM job_quota_locks WHERE name IN ('*', ?) \
-                         ORDER BY name FOR UPDATE"
-                    } else {
-                        "SELECT name FROM job_quota_locks WHERE name IN ('*', ?)"
-                    };
-                    sqlx::query(lock)
-                        .bind(kind.name)
-                        .fetch_all(&mut *$tx)
-                        .await?;
-                    let live = "SELECT COUNT(*) FROM jobs WHERE status = 1 AND kind = ? \
-                                AND lease_until_ms > ?";
-                    let running: i64 = sqlx::query_scalar(live)
-                        .bind(kind.name)
-                        .bind(now)
-                        .fetch_one(&mut *$tx)
-                        .await?;
-                    let all = format!(
-                        "SELECT COUNT(*) FROM jobs WHERE status = 1 AND kind IN ({}) \
-                         AND lease_until_ms > ?",
-                        vec!["?"; capped.len()].join(", ")
-                    );
-                    let mut q = sqlx::query_scalar(&all);
-                    for k in capped {
-                        q = q.bind(*k);
-                    }
-                    let running_all: i64 = q.bind(now).fetch_one(&mut *$tx).await?;
-                    room = (kind.cap.unwrap_or(i64::MAX) - running)
-                        .min(total_cap - running_all)
-                        .max(0);
-                }
-                let mut q = sqlx::query(&select).bind(kind.name);
-                for b in &binds {
-                    q = q.bind(*b);
-                }
-                let candidates = q
-                    .fetch_all(&mut *$tx)
-                    .await?
-                    .iter()
-                    .map(|r| candidate!(r))
-                    .collect::<Result<Vec<_>, sqlx::Error>>()?;
-                // One compare-and-set statement for every candidate within quota (a
-                // row each: status, running_attempt and request_generation as read);
-                // the rows it did take are the ones now carrying this run and owner.
-                let wanted: Vec<&Candidate> =
-                    candidates.iter().take(room.clamp(0, i64::MAX) as usize).collect();
-                let mut claimed = Vec::new();
-                if !wanted.is_empty() {
-                    let cas = wanted
-                        .iter()
-                        .map(|c| {
-                            format!(
-                                "(id = {} AND running_attempt = {} AND request_generation = {})",
-                                c.id, c.running_attempt, c.request_generation
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join(" OR ");
-                    let ids = wanted
-                        .iter()
-                        .map(|c| c.id.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    // `id IN` first: the rows are found by primary key.
-                    let take = format!("{take} AND id IN ({ids}) AND ({cas})");
-                    let mut q = sqlx::query(&take)
-                        .bind(owner)
-                        .bind(lease_until)
-                        .bind(now)
-                        .bind(run_id)
-                        .bind(now);
-                    if !guard.is_empty() {
-                        q = q.bind(now);
-                    }
-                    let taken = q.execute(&mut *$tx).await?.rows_affected();
-                    if taken as usize == wanted.len() {
-                        claimed = wanted;
-                    } else if taken > 0 {
-                        let ours: std::collections::HashMap<i64, i64> = sqlx::query_as::<_, (i64, i64)>(
-                            &format!(
-                                "SELECT id, running_attempt FROM jobs WHERE id IN ({ids}) \
-                                 AND status = 1 AND last_run_id = ? AND lease_owner = ?"
-                            ),
-                        )
-                        .bind(run_id)
-                        .bind(owner)
-                        .fetch_all(&mut *$tx)
-                        .await?
-                        .into_iter()
-                        .collect();
-                        claimed = wanted
-                            .into_iter()
-                            .filter(|c| ours.get(&c.id) == Some(&(c.running_attempt + 1)))
-                            .collect();
-                    }
-                }
-                let claimed = claimed.into_iter().map(|c| self.claimed(kind, c)).collect();
-                (candidates.len() as u32, claimed)
-            }};
+        let mut args = vec![
+            Cell::text(owner),
+            Cell::Int(lease_until),
+            Cell::Int(now),
+            Cell::Int(run_id),
+            Cell::Int(now),
+        ];
+        if !guard.is_empty() {
+            args.push(Cell::Int(now));
         }
-        let (n, claimed): (u32, Vec<(ClaimedJob, watch::Sender<bool>)>) = match &self.inner.db {
-            Db::Mysql(p) => {
-                let mut tx = p.begin().await?;
-                let out = claim_tx!(tx);
-                tx.commit().await?;
-                out
-            }
-            Db::Sqlite(p) => {
-                let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
-                let out = claim_tx!(tx);
-                tx.commit().await?;
-                out
-            }
-        };
-        // Heartbeats start at the claim, so a job waiting for a free handler slot
-        // keeps its lease.
-        let jobs = claimed
+        let taken = tx.exec(&take, &args).await?;
+        if taken as usize == wanted.len() {
+            return Ok(wanted);
+        }
+        if taken == 0 {
+            return Ok(Vec::new());
+        }
+        const OURS: &[Column] = &[
+            Column {
+                name: "id",
+                ty: ColType::Int,
+            },
+            Column {
+                name: "running_attempt",
+                ty: ColType::Int,
+            },
+        ];
+        let sql = format!(
+            "SELECT id, running_attempt FROM jobs WHERE id IN ({ids}) \
+             AND status = 1 AND last_run_id = ? AND lease_owner = ?"
+        );
+        let mut ours = std::collections::HashMap::new();
+        for r in tx
+            .fetch(&sql, &[Cell::Int(run_id), Cell::text(owner)], OURS)
+            .await?
+        {
+            ours.insert(r.int("id")?, r.int("running_attempt")?);
+        }
+        Ok(wanted
             .into_iter()
-            .map(|(job, lost)| {
-                self.spawn_heartbeat(kind, job.id, job.running_attempt, lost);
-                job
-            })
-            .collect();
-        Ok((n, jobs, false))
+            .filter(|c| ours.get(&c.id) == Some(&(c.running_attempt + 1)))
+            .collect())
     }
 
     pub(super) fn claimed(
@@ -390,4 +403,33 @@ impl Engine {
             other => other.map(|_| ()).map_err(JobError::from),
         }
     }
+}
+
+/// Whether jobs are paused (the control row read under a share lock on MariaDB).
+async fn paused_in(tx: &mut Tx) -> Result<bool, sqlx::Error> {
+    const PAUSED: &[Column] = &[Column {
+        name: "paused",
+        ty: ColType::Int,
+    }];
+    let share = match tx.dialect() {
+        Dialect::Mysql => " LOCK IN SHARE MODE",
+        Dialect::Sqlite => "",
+    };
+    let sql = format!("SELECT paused FROM job_control WHERE id = 1{share}");
+    let rows = tx.fetch(&sql, &[], PAUSED).await?;
+    Ok(rows
+        .first()
+        .ok_or(sqlx::Error::RowNotFound)?
+        .int("paused")?
+        != 0)
+}
+
+/// The single count a query returns, inside `tx`.
+async fn count_in(tx: &mut Tx, sql: &str, args: &[Cell]) -> Result<i64, sqlx::Error> {
+    const N: &[Column] = &[Column {
+        name: "n",
+        ty: ColType::Int,
+    }];
+    let rows = tx.fetch(sql, args, N).await?;
+    rows.first().ok_or(sqlx::Error::RowNotFound)?.int("n")
 }

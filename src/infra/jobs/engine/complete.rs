@@ -64,115 +64,138 @@ pub(super) async fn complete_batch(
             .map(|c| decide_completion(c, current.get(&c.id).copied(), now))
             .collect::<Vec<_>>()
     };
-    const WHERE_CLAIM: &str = "WHERE id = ? AND status = 1 AND running_attempt = ?";
     match db {
-        Db::Mysql(p) => {
-            use crate::infra::store::mysql::lit;
-            let mut tx = p.begin().await?;
-            let current: HashMap<i64, (i64, i64, i64)> =
-                sqlx::query_as::<_, (i64, i64, i64, i64)>(&current_sql(" FOR UPDATE"))
-                    .fetch_all(&mut *tx)
-                    .await?
-                    .into_iter()
-                    .map(|(id, s, a, g)| (id, (s, a, g)))
-                    .collect();
-            let decided = decide(&current);
-            // One UPDATE for the whole batch, each column a CASE on the id. The rows
-            // are locked and were checked above, so every one of them matches; the
-            // compare-and-set stays in the WHERE all the same.
-            let writes: Vec<(&Completion, &Set)> = batch
-                .iter()
-                .zip(&decided)
-                .filter_map(|(c, (_, set))| set.as_ref().map(|s| (c, s)))
-                .collect();
-            if !writes.is_empty() {
-                let opt = |v: &Option<String>| v.as_deref().map_or_else(|| "NULL".to_owned(), lit);
-                let opt_n = |v: Option<i64>| v.map_or_else(|| "NULL".to_owned(), |n| n.to_string());
-                let case = |value: &dyn Fn(&Set) -> String| {
-                    let mut out = String::from("CASE id");
-                    for (c, set) in &writes {
-                        out.push_str(&format!(" WHEN {} THEN {}", c.id, value(set)));
-                    }
-                    out.push_str(" END");
-                    out
-                };
-                let ids = writes
-                    .iter()
-                    .map(|(c, _)| c.id.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let claims = writes
-                    .iter()
-                    .map(|(c, _)| {
-                        format!(
-                            "(id = {} AND running_attempt = {})",
-                            c.id, c.running_attempt
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" OR ");
-                let sql = format!(
-                    "UPDATE jobs SET status = {}, retry_count = {}, last_error = {}, \
-                     first_failed_at_ms = {}, next_execute_at_ms = {}, last_round = {}, \
-                     lease_owner = NULL, lease_until_ms = NULL, updated_at_ms = {now} \
-                     WHERE id IN ({ids}) AND status = 1 AND ({claims})",
-                    case(&|s| s.status.to_string()),
-                    case(&|s| s.retry_count.to_string()),
-                    case(&|s| opt(&s.last_error)),
-                    case(&|s| opt_n(s.first_failed_at_ms)),
-                    case(&|s| s.next_execute_at_ms.to_string()),
-                    case(&|s| lit(&s.last_round)),
-                );
-                let n = crate::infra::db::mysql_execute_text(&mut tx, &sql).await?;
-                if n as usize != writes.len() {
-                    tx.rollback().await?;
-                    return Err(sqlx::Error::Protocol(format!(
-                        "completing {} locked jobs changed {n} rows",
-                        writes.len()
-                    )));
-                }
+        Db::Mysql(p) => complete_mysql(p, batch, &current_sql(" FOR UPDATE"), &decide, now).await,
+        Db::Sqlite(p) => complete_sqlite(p, batch, &current_sql(""), &decide, now).await,
+    }
+}
+
+/// Each job's `(status, running_attempt, request_generation)`, as read.
+type Current = HashMap<i64, (i64, i64, i64)>;
+/// Each completion's outcome and the row it writes, given what was read.
+type Decide = dyn Fn(&Current) -> Vec<(Completed, Option<Set>)> + Sync;
+
+/// MariaDB: the claims read under row locks, then one UPDATE for the whole batch.
+async fn complete_mysql(
+    p: &sqlx::MySqlPool,
+    batch: &[Completion],
+    current_sql: &str,
+    decide: &Decide,
+    now: i64,
+) -> Result<Vec<Completed>, sqlx::Error> {
+    use crate::infra::store::mysql::lit;
+    let mut tx = p.begin().await?;
+    let current: HashMap<i64, (i64, i64, i64)> =
+        sqlx::query_as::<_, (i64, i64, i64, i64)>(current_sql)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|(id, s, a, g)| (id, (s, a, g)))
+            .collect();
+    let decided = decide(&current);
+    // One UPDATE for the whole batch, each column a CASE on the id. The rows
+    // are locked and were checked above, so every one of them matches; the
+    // compare-and-set stays in the WHERE all the same.
+    let writes: Vec<(&Completion, &Set)> = batch
+        .iter()
+        .zip(&decided)
+        .filter_map(|(c, (_, set))| set.as_ref().map(|s| (c, s)))
+        .collect();
+    if !writes.is_empty() {
+        let opt = |v: &Option<String>| v.as_deref().map_or_else(|| "NULL".to_owned(), lit);
+        let opt_n = |v: Option<i64>| v.map_or_else(|| "NULL".to_owned(), |n| n.to_string());
+        let case = |value: &dyn Fn(&Set) -> String| {
+            let mut out = String::from("CASE id");
+            for (c, set) in &writes {
+                out.push_str(&format!(" WHEN {} THEN {}", c.id, value(set)));
             }
-            tx.commit().await?;
-            Ok(decided.into_iter().map(|(result, _)| result).collect())
-        }
-        Db::Sqlite(p) => {
-            let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
-            let current: HashMap<i64, (i64, i64, i64)> =
-                sqlx::query_as::<_, (i64, i64, i64, i64)>(&current_sql(""))
-                    .fetch_all(&mut *tx)
-                    .await?
-                    .into_iter()
-                    .map(|(id, s, a, g)| (id, (s, a, g)))
-                    .collect();
-            let mut results = Vec::with_capacity(batch.len());
-            for (c, (result, set)) in batch.iter().zip(decide(&current)) {
-                let Some(set) = set else {
-                    results.push(result);
-                    continue;
-                };
-                let n = sqlx::query(&format!(
-                    "UPDATE jobs SET status = ?, retry_count = ?, last_error = ?, \
-                     first_failed_at_ms = ?, next_execute_at_ms = ?, last_round = ?, \
-                     lease_owner = NULL, lease_until_ms = NULL, updated_at_ms = ? {WHERE_CLAIM}"
-                ))
-                .bind(set.status)
-                .bind(set.retry_count)
-                .bind(&set.last_error)
-                .bind(set.first_failed_at_ms)
-                .bind(set.next_execute_at_ms)
-                .bind(&set.last_round)
-                .bind(now)
-                .bind(c.id)
-                .bind(c.running_attempt)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                results.push(if n == 1 { result } else { Completed::Stale });
-            }
-            tx.commit().await?;
-            Ok(results)
+            out.push_str(" END");
+            out
+        };
+        let ids = writes
+            .iter()
+            .map(|(c, _)| c.id.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let claims = writes
+            .iter()
+            .map(|(c, _)| {
+                format!(
+                    "(id = {} AND running_attempt = {})",
+                    c.id, c.running_attempt
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let sql = format!(
+            "UPDATE jobs SET status = {}, retry_count = {}, last_error = {}, \
+         first_failed_at_ms = {}, next_execute_at_ms = {}, last_round = {}, \
+         lease_owner = NULL, lease_until_ms = NULL, updated_at_ms = {now} \
+         WHERE id IN ({ids}) AND status = 1 AND ({claims})",
+            case(&|s| s.status.to_string()),
+            case(&|s| s.retry_count.to_string()),
+            case(&|s| opt(&s.last_error)),
+            case(&|s| opt_n(s.first_failed_at_ms)),
+            case(&|s| s.next_execute_at_ms.to_string()),
+            case(&|s| lit(&s.last_round)),
+        );
+        let n = crate::infra::db::mysql_execute_text(&mut tx, &sql).await?;
+        if n as usize != writes.len() {
+            tx.rollback().await?;
+            return Err(sqlx::Error::Protocol(format!(
+                "completing {} locked jobs changed {n} rows",
+                writes.len()
+            )));
         }
     }
+    tx.commit().await?;
+    Ok(decided.into_iter().map(|(result, _)| result).collect())
+}
+
+/// SQLite: the claims read inside BEGIN IMMEDIATE, then one compare-and-set each.
+async fn complete_sqlite(
+    p: &sqlx::SqlitePool,
+    batch: &[Completion],
+    current_sql: &str,
+    decide: &Decide,
+    now: i64,
+) -> Result<Vec<Completed>, sqlx::Error> {
+    const WHERE_CLAIM: &str = "WHERE id = ? AND status = 1 AND running_attempt = ?";
+    let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
+    let current: HashMap<i64, (i64, i64, i64)> =
+        sqlx::query_as::<_, (i64, i64, i64, i64)>(current_sql)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|(id, s, a, g)| (id, (s, a, g)))
+            .collect();
+    let mut results = Vec::with_capacity(batch.len());
+    for (c, (result, set)) in batch.iter().zip(decide(&current)) {
+        let Some(set) = set else {
+            results.push(result);
+            continue;
+        };
+        let n = sqlx::query(&format!(
+            "UPDATE jobs SET status = ?, retry_count = ?, last_error = ?, \
+         first_failed_at_ms = ?, next_execute_at_ms = ?, last_round = ?, \
+         lease_owner = NULL, lease_until_ms = NULL, updated_at_ms = ? {WHERE_CLAIM}"
+        ))
+        .bind(set.status)
+        .bind(set.retry_count)
+        .bind(&set.last_error)
+        .bind(set.first_failed_at_ms)
+        .bind(set.next_execute_at_ms)
+        .bind(&set.last_round)
+        .bind(now)
+        .bind(c.id)
+        .bind(c.running_attempt)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        results.push(if n == 1 { result } else { Completed::Stale });
+    }
+    tx.commit().await?;
+    Ok(results)
 }
 
 pub(super) struct Set {

@@ -2,9 +2,10 @@
 //! around: registered kinds, the shared inner state, handles, claim candidates.
 
 use super::types::*;
-use crate::infra::db::Db;
+use crate::infra::db::{Db, Get};
 use crate::infra::jobs::JobKind;
 use crate::infra::store::DynStore;
+use factledger_projections::table::{ColType, Column, MemRow};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -66,6 +67,54 @@ pub(super) const CLAIM_COLUMNS: &str = "id, code, business_key, payload, retry_c
      max_retry_count, running_attempt, request_generation, request_id, trace_id, \
      first_failed_at_ms";
 
+/// [`CLAIM_COLUMNS`], typed.
+pub(super) const CANDIDATE_COLUMNS: &[Column] = &[
+    Column {
+        name: "id",
+        ty: ColType::Int,
+    },
+    Column {
+        name: "code",
+        ty: ColType::Text,
+    },
+    Column {
+        name: "business_key",
+        ty: ColType::Text,
+    },
+    Column {
+        name: "payload",
+        ty: ColType::Text,
+    },
+    Column {
+        name: "retry_count",
+        ty: ColType::Int,
+    },
+    Column {
+        name: "max_retry_count",
+        ty: ColType::Int,
+    },
+    Column {
+        name: "running_attempt",
+        ty: ColType::Int,
+    },
+    Column {
+        name: "request_generation",
+        ty: ColType::Int,
+    },
+    Column {
+        name: "request_id",
+        ty: ColType::OptText,
+    },
+    Column {
+        name: "trace_id",
+        ty: ColType::OptText,
+    },
+    Column {
+        name: "first_failed_at_ms",
+        ty: ColType::OptInt,
+    },
+];
+
 pub(super) struct Candidate {
     pub(super) id: i64,
     pub(super) code: String,
@@ -78,6 +127,29 @@ pub(super) struct Candidate {
     pub(super) request_id: Option<String>,
     pub(super) trace_id: Option<String>,
     pub(super) first_failed_at_ms: Option<i64>,
+}
+
+impl Candidate {
+    /// A [`CANDIDATE_COLUMNS`] row.
+    pub(super) fn from_row(r: &MemRow) -> Result<Candidate, sqlx::Error> {
+        let small = |name: &str| -> Result<i32, sqlx::Error> {
+            let v = r.int(name)?;
+            i32::try_from(v).map_err(|e| sqlx::Error::Decode(format!("{name} {v}: {e}").into()))
+        };
+        Ok(Candidate {
+            id: r.int("id")?,
+            code: r.text("code")?,
+            business_key: r.text("business_key")?,
+            payload: r.text("payload")?,
+            retry_count: small("retry_count")?,
+            max_retry_count: small("max_retry_count")?,
+            running_attempt: r.int("running_attempt")?,
+            request_generation: r.int("request_generation")?,
+            request_id: r.opt_text("request_id")?,
+            trace_id: r.opt_text("trace_id")?,
+            first_failed_at_ms: r.opt_int("first_failed_at_ms")?,
+        })
+    }
 }
 
 /// How a claim picks and checks its jobs.
