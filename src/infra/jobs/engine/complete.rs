@@ -73,14 +73,14 @@ pub(super) async fn complete_batch(
 /// Each job's `(status, running_attempt, request_generation)`, as read.
 type Current = HashMap<i64, (i64, i64, i64)>;
 /// Each completion's outcome and the row it writes, given what was read.
-type Decide = dyn Fn(&Current) -> Vec<(Completed, Option<Set>)> + Sync;
+type Decide<'a> = dyn Fn(&Current) -> Vec<(Completed, Option<Set>)> + Sync + 'a;
 
 /// MariaDB: the claims read under row locks, then one UPDATE for the whole batch.
 async fn complete_mysql(
     p: &sqlx::MySqlPool,
     batch: &[Completion],
     current_sql: &str,
-    decide: &Decide,
+    decide: &Decide<'_>,
     now: i64,
 ) -> Result<Vec<Completed>, sqlx::Error> {
     use crate::infra::store::mysql::lit;
@@ -157,7 +157,7 @@ async fn complete_sqlite(
     p: &sqlx::SqlitePool,
     batch: &[Completion],
     current_sql: &str,
-    decide: &Decide,
+    decide: &Decide<'_>,
     now: i64,
 ) -> Result<Vec<Completed>, sqlx::Error> {
     const WHERE_CLAIM: &str = "WHERE id = ? AND status = 1 AND running_attempt = ?";
