@@ -15,15 +15,16 @@
 //! backoff, then reported as `CONCURRENCY_CONFLICT`.
 
 use crate::infra::store::{
-    full_metadata, CommittedUnit, DynStore, EventView, Fence, IdempotencyRow, JobRow, LedgerRefRow,
-    Metadata, OutboxRow, SealedEvent, SnapshotRow, StoreError, StreamAppend, UnitOfWork,
-    GENESIS_HASH, READ_LIMIT_MAX,
+    CommittedUnit, DynStore, EventView, Fence, IdempotencyRow, JobRow, LedgerRefRow, Metadata,
+    StoreError, UnitOfWork, GENESIS_HASH, READ_LIMIT_MAX,
 };
-use chrono::Utc;
 use factledger_aggregates::{Decide, InvariantViolation};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
+
+mod seal;
+pub(crate) use seal::seal_decided;
 
 /// Most commands one group-commit transaction carries. Bounded so one transaction
 /// stays short (latency) and its SQL stays well below `max_allowed_packet`.
@@ -566,32 +567,6 @@ where
     }
 }
 
-/// The outbox message of one event (SPEC R-OUT-1): `type` is `<aggregate>.<event>`,
-/// the payload the event with the ids a consumer needs to deduplicate and to find it
-/// in the audit history.
-fn outbox_row(
-    aggregate_type: &str,
-    aggregate_id: &str,
-    e: &SealedEvent,
-    payload: &serde_json::Value,
-) -> OutboxRow {
-    OutboxRow {
-        aggregatetype: aggregate_type.to_owned(),
-        aggregateid: aggregate_id.to_owned(),
-        r#type: format!("{aggregate_type}.{}", e.event_type),
-        payload: serde_json::json!({
-            "event_id": e.event_id.to_string(),
-            "sequence": e.sequence,
-            "event_type": e.event_type,
-            "correlation_id": e.correlation_id,
-            "actor": e.actor,
-            "recorded_at": crate::infra::store::time_text(&e.recorded_at),
-            "payload": payload,
-        })
-        .to_string(),
-    }
-}
-
 fn outcome(mut views: Vec<EventView>, committed: &CommittedUnit) -> CommandOutcome {
     for (v, p) in views.iter_mut().zip(&committed.positions) {
         v.global_position = *p;
@@ -640,165 +615,6 @@ where
         fail_after_streams: None,
     };
     Ok((unit, sealed.views))
-}
-
-/// The events one decision appends to one stream, sealed, with what goes beside them
-/// in the unit.
-pub(crate) struct SealedDecision {
-    pub stream: StreamAppend,
-    /// Ledger references by the index of their event within `stream`.
-    pub ledger_refs: Vec<(usize, factledger_aggregates::decide::LedgerRef)>,
-    pub snapshot: Option<SnapshotRow>,
-    pub outbox: Vec<OutboxRow>,
-    pub views: Vec<EventView>,
-}
-
-/// Check decided events on a scratch copy of the state (a refused decision leaves no
-/// trace), seal them onto the stream's hash chain, and only then move the working
-/// state on. `refs` holds the ledger references already taken by the batch or unit
-/// being built: a second one is refused here, before the database would.
-pub(crate) fn seal_decided<A>(
-    key: &crate::infra::store::ChainKey,
-    loaded: &mut Loaded<A>,
-    aggregate_id: &str,
-    events: &[A::Event],
-    metadata: &Metadata,
-    refs: &mut HashSet<factledger_aggregates::decide::LedgerRef>,
-) -> Result<SealedDecision, BusError<A::Error>>
-where
-    A: Decide + Clone,
-{
-    // One event (the usual case) is checked on the state itself and applied only
-    // once everything else succeeded: no copy of a large state (a campaign's
-    // reservations) per decision. Several events are checked on a scratch copy.
-    let mut scratch = (events.len() > 1).then(|| loaded.state.clone());
-    let mut unit_refs = Vec::new();
-    for (i, e) in events.iter().enumerate() {
-        match &mut scratch {
-            Some(scratch) => scratch.check(e)?,
-            None => loaded.state.check(e)?,
-        }
-        if let Some(r) = A::ledger_ref(e) {
-            if refs.contains(&r) || unit_refs.iter().any(|(_, x)| x == &r) {
-                return Err(BusError::DuplicateLedgerRef(format!(
-                    "{}/{}/{}",
-                    r.ref_type, r.ref_id, r.entry_type
-                )));
-            }
-            unit_refs.push((i, r));
-        }
-        if let Some(scratch) = &mut scratch {
-            scratch.apply(e.clone());
-        }
-    }
-    let expected_version = loaded.version;
-    // Stored with microsecond precision: truncate now so a replayed response (read
-    // back from the store) is identical to the original one.
-    let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 6);
-    let mut sealed = Vec::with_capacity(events.len());
-    let mut views = Vec::with_capacity(events.len());
-    let mut outbox = Vec::new();
-    let mut prev = loaded.last_hash.clone();
-    let mut payload_bytes = 0i64;
-    for (i, e) in events.iter().enumerate() {
-        let payload_value = serde_json::to_value(e)
-            .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
-        let payload_text = payload_value.to_string();
-        payload_bytes += payload_text.len() as i64;
-        let event = SealedEvent::seal(
-            key,
-            &prev,
-            A::TYPE,
-            aggregate_id,
-            expected_version + 1 + i as i64,
-            cqrs_es::DomainEvent::event_type(e),
-            cqrs_es::DomainEvent::event_version(e).parse().unwrap_or(1),
-            payload_text.clone(),
-            metadata,
-            uuid::Uuid::new_v4(),
-            now,
-        );
-        let id = event.event_id.to_string();
-        let full = full_metadata(
-            &event.metadata,
-            &id,
-            &event.correlation_id,
-            &event.actor,
-            &now,
-        )
-        .map_err(|err| BusError::Store(StoreError::Corrupt(err.to_string())))?;
-        prev = event.hash.clone();
-        if A::OUTBOX {
-            outbox.push(outbox_row(A::TYPE, aggregate_id, &event, &payload_value));
-        }
-        views.push(EventView {
-            global_position: 0,
-            aggregate_type: A::TYPE.to_owned(),
-            aggregate_id: aggregate_id.to_owned(),
-            sequence: event.sequence,
-            event_id: id,
-            event_type: event.event_type.clone(),
-            event_version: event.event_version,
-            payload: payload_value,
-            metadata: full,
-            hash: event.hash.clone(),
-            recorded_at: now,
-        });
-        sealed.push(event);
-    }
-    let new_version = expected_version + events.len() as i64;
-    for (_, r) in &unit_refs {
-        refs.insert(r.clone());
-    }
-    let stream = StreamAppend {
-        aggregate_type: A::TYPE.to_owned(),
-        aggregate_id: aggregate_id.to_owned(),
-        expected_version,
-        expected_hash: loaded.last_hash.clone(),
-        events: sealed,
-    };
-    match scratch {
-        Some(scratch) => loaded.state = scratch,
-        None => {
-            for e in events {
-                loaded.state.apply(e.clone());
-            }
-        }
-    }
-    let mut since = loaded.events_since_snapshot + events.len() as i64;
-    let mut bytes = loaded.bytes_since_snapshot + payload_bytes;
-    let mut snapshot = None;
-    // A snapshot is due every SNAPSHOT_EVERY_EVENTS events, but not before the
-    // events since the last one are as large as it: a state that grows with its
-    // stream (a campaign's reservations) is then written about as often as its
-    // size doubles, not every 100 events (megabytes per 100 small events). A state
-    // that does not serialize is left without a snapshot (they are optional).
-    if since >= SNAPSHOT_EVERY_EVENTS && bytes >= loaded.snapshot_bytes {
-        if let Ok(state) = serde_json::to_string(&loaded.state) {
-            loaded.snapshot_bytes = state.len() as i64;
-            snapshot = Some(SnapshotRow {
-                aggregate_type: A::TYPE.to_owned(),
-                aggregate_id: aggregate_id.to_owned(),
-                snapshot_version: A::SNAPSHOT_VERSION,
-                stream_version: new_version,
-                last_hash: prev.clone(),
-                state,
-            });
-            since = 0;
-            bytes = 0;
-        }
-    }
-    loaded.version = new_version;
-    loaded.last_hash = prev;
-    loaded.bytes_since_snapshot = bytes;
-    loaded.events_since_snapshot = since;
-    Ok(SealedDecision {
-        stream,
-        ledger_refs: unit_refs,
-        snapshot,
-        outbox,
-        views,
-    })
 }
 
 /// A bus failure inside a job round: a store failure keeps its retry class.
