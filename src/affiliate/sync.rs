@@ -613,6 +613,92 @@ fn ingest_failure(e: IngestError, at: &str) -> JobFailure {
     }
 }
 
+impl SyncHandler {
+    /// Pull one page of `window` (outside any transaction), ingest its orders fenced
+    /// by the job's claim, and move `state` to the next page. True when the window
+    /// has no page after this one.
+    async fn pull_page(
+        &self,
+        job: &ClaimedJob,
+        adapter: &dyn PlatformAdapter,
+        (pair, task): (SyncPair, SyncTask),
+        (from, to): (i64, i64),
+        state: &mut SyncState,
+        tally: &mut Tally,
+    ) -> Result<bool, JobFailure> {
+        let window = Window {
+            from: to_time(from),
+            to: to_time(to),
+        };
+        if job.claim_lost() {
+            return Err(JobFailure {
+                message: "the round's job claim was lost; stopping before the next page".into(),
+                exhaust: false,
+                fenced: true,
+            });
+        }
+        let at = format!(
+            "{} {} {}: page {} of window [{}, {})",
+            pair.platform,
+            pair.country,
+            task.as_str(),
+            state.pages_done + 1,
+            window.from.to_rfc3339(),
+            window.to.to_rfc3339()
+        );
+        let request = PageRequest {
+            country: pair.country,
+            window,
+            page_token: state.page_token.clone(),
+            page_size: self.settings.page_size,
+        };
+        // Outside any transaction (R-INV-6); a failure leaves the checkpoint where
+        // it was, so the retry asks for this very page again.
+        let page = adapter
+            .fetch_page(&request)
+            .await
+            .map_err(|e| JobFailure::new(format!("{at}: {e}")))?;
+        for m in &page.malformed {
+            tracing::warn!(
+                platform = %pair.platform,
+                country = %pair.country,
+                platform_order_id = m.platform_order_id.as_deref().unwrap_or("?"),
+                error = %m.error,
+                "malformed platform order skipped"
+            );
+        }
+        tally.malformed_count += page.malformed.len();
+        let room = MALFORMED_IN_SUMMARY_MAX.saturating_sub(tally.malformed.len());
+        tally
+            .malformed
+            .extend(page.malformed.into_iter().take(room));
+        if !page.orders.is_empty() {
+            let results = self
+                .ingestor
+                .ingest_page(page.orders, Some(job.fence()))
+                .await
+                .map_err(|e| ingest_failure(e, &at))?;
+            tally.add(&results);
+        }
+        tally.pages += 1;
+        match page.next_page_token {
+            Some(next) if Some(&next) == state.page_token.as_ref() => {
+                // Following it would pull the same page forever.
+                return Err(JobFailure::new(format!(
+                    "{at}: the platform returned the page's own token as the next one"
+                )));
+            }
+            Some(next) => {
+                state.window_ms = Some((from, to));
+                state.page_token = Some(next);
+                state.pages_done += 1;
+            }
+            None => return Ok(true),
+        }
+        Ok(false)
+    }
+}
+
 #[async_trait]
 impl JobHandler for SyncHandler {
     async fn run(&self, job: &ClaimedJob) -> Result<RoundReport, JobFailure> {
@@ -657,71 +743,16 @@ impl JobHandler for SyncHandler {
         let started = std::time::Instant::now();
         let mut complete = window.is_empty();
         while !complete && tally.pages < self.settings.round_pages_max {
-            if job.claim_lost() {
-                return Err(JobFailure {
-                    message: "the round's job claim was lost; stopping before the next page".into(),
-                    exhaust: false,
-                    fenced: true,
-                });
-            }
-            let at = format!(
-                "{} {} {}: page {} of window [{}, {})",
-                pair.platform,
-                pair.country,
-                task.as_str(),
-                state.pages_done + 1,
-                window.from.to_rfc3339(),
-                window.to.to_rfc3339()
-            );
-            let request = PageRequest {
-                country: pair.country,
-                window,
-                page_token: state.page_token.clone(),
-                page_size: self.settings.page_size,
-            };
-            // Outside any transaction (R-INV-6); a failure leaves the checkpoint where
-            // it was, so the retry asks for this very page again.
-            let page = adapter
-                .fetch_page(&request)
-                .await
-                .map_err(|e| JobFailure::new(format!("{at}: {e}")))?;
-            for m in &page.malformed {
-                tracing::warn!(
-                    platform = %pair.platform,
-                    country = %pair.country,
-                    platform_order_id = m.platform_order_id.as_deref().unwrap_or("?"),
-                    error = %m.error,
-                    "malformed platform order skipped"
-                );
-            }
-            tally.malformed_count += page.malformed.len();
-            let room = MALFORMED_IN_SUMMARY_MAX.saturating_sub(tally.malformed.len());
-            tally
-                .malformed
-                .extend(page.malformed.into_iter().take(room));
-            if !page.orders.is_empty() {
-                let results = self
-                    .ingestor
-                    .ingest_page(page.orders, Some(job.fence()))
-                    .await
-                    .map_err(|e| ingest_failure(e, &at))?;
-                tally.add(&results);
-            }
-            tally.pages += 1;
-            match page.next_page_token {
-                Some(next) if Some(&next) == state.page_token.as_ref() => {
-                    // Following it would pull the same page forever.
-                    return Err(JobFailure::new(format!(
-                        "{at}: the platform returned the page's own token as the next one"
-                    )));
-                }
-                Some(next) => {
-                    state.window_ms = Some((from, to));
-                    state.page_token = Some(next);
-                    state.pages_done += 1;
-                }
-                None => complete = true,
-            }
+            complete = self
+                .pull_page(
+                    job,
+                    adapter.as_ref(),
+                    (pair, task),
+                    (from, to),
+                    &mut state,
+                    &mut tally,
+                )
+                .await?;
             if !complete {
                 // The page checkpoint: a crash from here on replays from the next page.
                 self.save(job, pair, task, &state).await?;

@@ -4,11 +4,13 @@
 use super::lease::*;
 use super::model::*;
 use crate::infra::db::Db;
+use crate::infra::store::mysql::lit;
 use crate::runtime::projection::{now, write_wallet_rows};
 use factledger_aggregates::wallet::Buckets;
 use factledger_projections::wallet::{self, LedgerRow, WalletRow};
 use sqlx::{MySqlConnection, SqliteConnection};
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 /// The row changes of a run of events.
 #[derive(Debug, Default)]
@@ -146,9 +148,20 @@ pub(super) async fn write_shadow_mysql(
     c: &mut MySqlConnection,
     b: &ShadowBatch,
 ) -> Result<(), sqlx::Error> {
-    use crate::infra::store::mysql::lit;
-    use std::fmt::Write;
     let b = Coalesced::of(&b.rows);
+    let mut script = String::with_capacity(b.ledger.len() * 320 + 1024);
+    mysql_balances(&mut script, &b);
+    mysql_ledger(&mut script, &b);
+    mysql_blocks(&mut script, &b);
+    if !script.is_empty() {
+        run_script(c, &script).await?;
+    }
+    Ok(())
+}
+
+/// The balance rows of a batch: new wallets inserted, moved ones updated, touched
+/// ones (a block only) with their version and position.
+fn mysql_balances(script: &mut String, b: &Coalesced<'_>) {
     let balance_columns = "wallet_id, user_id, currency, pending_minor, available_minor, \
                            frozen_minor, risk_hold_minor, version, last_position";
     let mut opened = String::new();
@@ -182,7 +195,6 @@ pub(super) async fn write_shadow_mysql(
         );
     }
     let t = format!("wallet_balances{SHADOW}");
-    let mut script = String::with_capacity(b.ledger.len() * 320 + 1024);
     if !opened.is_empty() {
         let _ = writeln!(
             script,
@@ -207,6 +219,10 @@ pub(super) async fn write_shadow_mysql(
              version = VALUES(version), last_position = VALUES(last_position);"
         );
     }
+}
+
+/// The ledger rows of a batch, in multi-row inserts.
+fn mysql_ledger(script: &mut String, b: &Coalesced<'_>) {
     for chunk in b.ledger.chunks(MYSQL_ROWS_PER_INSERT) {
         let _ = write!(
             script,
@@ -244,7 +260,11 @@ pub(super) async fn write_shadow_mysql(
         }
         script.push_str(";\n");
     }
-    for row in b.blocks {
+}
+
+/// The block rows of a batch: inserted and deleted in order.
+fn mysql_blocks(script: &mut String, b: &Coalesced<'_>) {
+    for row in &b.blocks {
         match row {
             WalletRow::Blocked {
                 wallet_id,
@@ -279,10 +299,6 @@ pub(super) async fn write_shadow_mysql(
             _ => {}
         }
     }
-    if !script.is_empty() {
-        run_script(c, &script).await?;
-    }
-    Ok(())
 }
 
 /// A text-protocol script on one connection. Boxed: the executor's higher-ranked
