@@ -28,8 +28,8 @@ use axum::http::StatusCode;
 use axum::Json;
 use factledger_aggregates::bill::claim::{ClaimKind, CLAIM_LEDGER_REF_TYPE};
 use factledger_aggregates::bill::{
-    BillError, BillId, BillLockCommand, BillMonth, PartnerBillCommand, PaymentOrderCommand,
-    PaymentResultCommand, ReferenceCommand,
+    BillError, BillId, BillLockCommand, PartnerBillCommand, PaymentOrderCommand,
+    PaymentResultCommand, ReferenceCommand, YearMonth,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -546,14 +546,14 @@ pub async fn post_on_lock(
     body: JsonBody,
 ) -> Result<Written, Problem> {
     let station = path_id("station_id", &station_id)?;
-    let month =
-        BillMonth::parse(&month).map_err(|e| Problem::invalid("INVALID_FIELD", "month", e.rule))?;
+    let month = YearMonth::parse_bill_month(&month)
+        .map_err(|e| Problem::invalid("INVALID_FIELD", "month", e.rule))?;
     let route = format!("/v1/bills/locks/{station}/{month}");
     let (lock, action) = id_and_action("lock_id", &tail, &["activate", "release"], &route)?;
     caller.require_write()?;
     let owned = vec![
         ("station_id", Value::from(station.get())),
-        ("month", Value::from(month.as_str())),
+        ("month", Value::from(month.to_string())),
         ("lock_id", Value::from(lock.get())),
         ("at", now_text()),
     ];

@@ -24,7 +24,7 @@ use axum::Json;
 use factledger_projections::bill::tables::{
     CUSTOMER_BILL, CUSTOMER_BILL_PARTNER, DECISIONS, DECISION_FINDINGS, MONTHLY_INCOME_DIFFERENCE,
 };
-use factledger_projections::bill::{fold, StationMonth, YearMonth};
+use factledger_projections::bill::{fold, parse_month, StationMonth, YearMonth};
 use factledger_projections::table::{Cell, MemRow, TableDef};
 use serde_json::{json, Map, Value};
 
@@ -72,7 +72,7 @@ fn station_id(raw: &str) -> Result<i64, Problem> {
 }
 
 fn month(raw: &str) -> Result<YearMonth, Problem> {
-    YearMonth::parse(raw).map_err(|e| {
+    parse_month(raw).map_err(|e| {
         Problem::new(StatusCode::BAD_REQUEST, "INVALID_FIELD", e.to_string()).field("yyyymm")
     })
 }

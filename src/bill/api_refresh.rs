@@ -20,11 +20,11 @@ use crate::runtime::http::{page_limit, AppState, Caller, Problem};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use factledger_projections::bill::parse_month;
 use factledger_projections::bill::refresh::{
     RefreshMode, RefreshRequest, RefreshRequestError, RefreshScope, ScopeResolveError,
     StationMonthList,
 };
-use factledger_projections::bill::YearMonth;
 use serde_json::{json, Value};
 
 /// A refused request: 413 over the byte limit, 422 otherwise; the field and rule named.
@@ -235,8 +235,7 @@ pub async fn inspections(
         .month
         .as_deref()
         .map(|m| {
-            YearMonth::parse(m)
-                .map_err(|e| Problem::invalid("INVALID_FIELD", "month", e.to_string()))
+            parse_month(m).map_err(|e| Problem::invalid("INVALID_FIELD", "month", e.to_string()))
         })
         .transpose()?;
     let limit = page_limit(q.limit)?;

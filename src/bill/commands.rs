@@ -33,10 +33,10 @@ use factledger_aggregates::bill::lock::check_hold;
 use factledger_aggregates::bill::payment_result::writes_back_to_line;
 use factledger_aggregates::bill::{
     station_month_stream_id, AddLine, BillError, BillId, BillIdClaim, BillLockCommand, BillLocks,
-    BillMonth, ClaimCommand, ClaimKind, CreatePaymentOrder, PartnerBill, PartnerBillCommand,
-    PaymentOrder, PaymentOrderCommand, PaymentResult, PaymentResultCommand, PaymentResultEvent,
-    RecordDiff, RecordPaymentResult, RecordSmallBill, Reference, ReferenceCommand, ReserveLock,
-    StationMonth, StationMonthCommand, WriteLineResult,
+    ClaimCommand, ClaimKind, CreatePaymentOrder, PartnerBill, PartnerBillCommand, PaymentOrder,
+    PaymentOrderCommand, PaymentResult, PaymentResultCommand, PaymentResultEvent, RecordDiff,
+    RecordPaymentResult, RecordSmallBill, Reference, ReferenceCommand, ReserveLock,
+    StationMonthBills, StationMonthCommand, WriteLineResult, YearMonth,
 };
 use factledger_aggregates::Decide;
 
@@ -59,7 +59,7 @@ pub enum BillFact {
     Line(AddLine),
     Lock(ReserveLock),
     /// A command on the locks of one station-month.
-    LockAction(BillId, BillMonth, BillLockCommand),
+    LockAction(BillId, YearMonth, BillLockCommand),
     PaymentResult(RecordPaymentResult),
     /// A command on a recorded payment result.
     PaymentResultAction(BillId, PaymentResultCommand),
@@ -94,7 +94,7 @@ pub async fn submit(store: &DynStore, metadata: &Metadata, fact: BillFact) -> Bi
             on_stream::<PaymentOrder>(store, metadata, &id.to_string(), cmd).await
         }
         BillFact::LockAction(station, month, cmd) => {
-            let stream = station_month_stream_id(station, &month);
+            let stream = station_month_stream_id(station, month);
             on_stream::<BillLocks>(store, metadata, &stream, cmd).await
         }
         BillFact::PaymentResultAction(id, cmd) => {
@@ -180,14 +180,14 @@ pub async fn record_small_bill(
     metadata: &Metadata,
     cmd: RecordSmallBill,
 ) -> BillOutcome {
-    let stream = station_month_stream_id(cmd.station_id, &cmd.month);
+    let stream = station_month_stream_id(cmd.station_id, cmd.month);
     run_unit(store, metadata, |mut unit| {
         let (cmd, stream) = (cmd.clone(), stream.clone());
         async move {
             let (bill_id, at) = (cmd.bill_id.get(), cmd.recorded_at);
-            let mut sm = unit.load::<StationMonth, BillError>(&stream).await?;
+            let mut sm = unit.load::<StationMonthBills, BillError>(&stream).await?;
             let cmd = StationMonthCommand::RecordSmallBill(cmd);
-            let events = unit.decide::<StationMonth, BillError>(&mut sm, &stream, cmd)?;
+            let events = unit.decide::<StationMonthBills, BillError>(&mut sm, &stream, cmd)?;
             if !events.is_empty() {
                 claim(&mut unit, ClaimKind::SmallBill, bill_id, &stream, at).await?;
             }
@@ -201,24 +201,24 @@ pub async fn record_small_bill(
 /// partner bill link checked (F13) and claimed (F12), the link it replaces released.
 #[tracing::instrument(skip_all, fields(station_id = %cmd.station_id, month = %cmd.month, diff_id = %cmd.diff_id))]
 pub async fn record_diff(store: &DynStore, metadata: &Metadata, cmd: RecordDiff) -> BillOutcome {
-    let stream = station_month_stream_id(cmd.station_id, &cmd.month);
+    let stream = station_month_stream_id(cmd.station_id, cmd.month);
     run_unit(store, metadata, |mut unit| {
         let (cmd, stream) = (cmd.clone(), stream.clone());
         async move {
-            let (at, month) = (cmd.recorded_at, cmd.month.clone());
+            let (at, month) = (cmd.recorded_at, cmd.month);
             let diff_id = cmd.diff_id.get();
             let linked = cmd.partner_bill_id.map(|p| p.get());
-            let mut sm = unit.load::<StationMonth, BillError>(&stream).await?;
+            let mut sm = unit.load::<StationMonthBills, BillError>(&stream).await?;
             let before = sm.state.diff.as_ref().and_then(|d| d.partner_bill_id);
             let cmd = StationMonthCommand::RecordDiff(cmd);
-            let events = unit.decide::<StationMonth, BillError>(&mut sm, &stream, cmd)?;
+            let events = unit.decide::<StationMonthBills, BillError>(&mut sm, &stream, cmd)?;
             if events.is_empty() {
                 return Ok(((), unit));
             }
             if let Some(p) = linked.filter(|p| Some(*p) != before) {
                 let bill = unit.load::<PartnerBill, BillError>(&p.to_string()).await?;
                 bill.state
-                    .linkable_by(p, &month)
+                    .linkable_by(p, month)
                     .map_err(UnitError::Refused)?;
             }
             claim(&mut unit, ClaimKind::Diff, diff_id, &stream, at).await?;
@@ -264,7 +264,7 @@ pub async fn add_line(store: &DynStore, metadata: &Metadata, cmd: AddLine) -> Bi
 /// its lock id claimed for the station-month (`bill_fact_locks` is keyed by lock id).
 #[tracing::instrument(skip_all, fields(station_id = %cmd.station_id, month = %cmd.month, lock_id = %cmd.lock_id))]
 pub async fn reserve_lock(store: &DynStore, metadata: &Metadata, cmd: ReserveLock) -> BillOutcome {
-    let stream = station_month_stream_id(cmd.station_id, &cmd.month);
+    let stream = station_month_stream_id(cmd.station_id, cmd.month);
     run_unit(store, metadata, |mut unit| {
         let (cmd, stream) = (cmd.clone(), stream.clone());
         async move {
@@ -326,7 +326,7 @@ fn line_write_back(
         line_id: record.line_id?,
         result_id: record.result_id,
         station_id: record.small_station_id,
-        month: record.month.clone(),
+        month: record.month,
         status: record.status,
         amount_minor: record.amount_minor,
         paid_at: record.paid_at,

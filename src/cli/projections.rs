@@ -185,7 +185,7 @@ pub(super) async fn reconcile(g: &Global, repair: bool) -> anyhow::Result<ExitCo
 /// one scope recomputed from the fact tables. The outcome as JSON.
 async fn rebuild_bill(db: &store::Database, scope: Option<&str>) -> anyhow::Result<String> {
     use factledger::bill::projection::{self as bills, Account};
-    use factledger_projections::bill::StationMonth;
+    use factledger_projections::bill::parse_station_month;
     let Some(scope) = scope else {
         let done = bills::rebuild_full(&db.store, &db.db).await?;
         return Ok(serde_json::to_string(&done)?);
@@ -197,7 +197,7 @@ async fn rebuild_bill(db: &store::Database, scope: Option<&str>) -> anyhow::Resu
         )
     };
     let recomputed = if let Some(sm) = scope.strip_prefix("station-month:") {
-        let sm = StationMonth::parse(sm).map_err(|e| anyhow::anyhow!("--scope: {e}"))?;
+        let sm = parse_station_month(sm).map_err(|e| anyhow::anyhow!("--scope: {e}"))?;
         bills::recompute_station_months(&db.db, &[sm]).await?
     } else if let Some(account) = scope.strip_prefix("account:") {
         let (side, id) = account.split_once(':').ok_or_else(bad)?;

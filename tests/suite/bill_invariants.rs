@@ -421,7 +421,7 @@ both_backends!(
             "recorded_at": "2026-09-01T00:00:00Z"}))
         .unwrap();
         let done = factledger::runtime::unit::run_command::<
-            factledger_aggregates::bill::StationMonth,
+            factledger_aggregates::bill::StationMonthBills,
         >(&db.store, &common::meta(), "100:202609", cmd)
         .await
         .unwrap();

@@ -176,10 +176,10 @@ fn partner_bill(month: &str) -> PartnerBill {
 
 #[test]
 fn f13_a_diff_links_only_a_recorded_partner_bill_of_its_own_month() {
-    let m = |s: &str| BillMonth::parse(s).unwrap();
-    assert_eq!(partner_bill("202609").linkable_by(9, &m("202609")), Ok(()));
+    let m = |s: &str| YearMonth::parse_bill_month(s).unwrap();
+    assert_eq!(partner_bill("202609").linkable_by(9, m("202609")), Ok(()));
     let err = partner_bill("202608")
-        .linkable_by(9, &m("202609"))
+        .linkable_by(9, m("202609"))
         .unwrap_err();
     assert_eq!(
         (err.code(), err.field(), err.kind()),
@@ -191,7 +191,7 @@ fn f13_a_diff_links_only_a_recorded_partner_bill_of_its_own_month() {
         "{err}"
     );
     let err = PartnerBill::default()
-        .linkable_by(9, &m("202609"))
+        .linkable_by(9, m("202609"))
         .unwrap_err();
     assert_eq!(err.code(), "PARTNER_BILL_UNRECORDED");
 }

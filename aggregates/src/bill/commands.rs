@@ -6,7 +6,8 @@ use super::events::{
     AccountRouteCode, LineKindCode, RecordWayCode, ResultSourceCode, ResultStatusCode,
     ResultTypeCode, TriggerSource,
 };
-use super::values::{BillCode, BillId, BillMonth, NonNegativeMinor};
+use super::month::YearMonth;
+use super::values::{BillCode, BillId, NonNegativeMinor};
 use crate::affiliate::AuditReason;
 use crate::money::BoundedId;
 use chrono::{DateTime, Utc};
@@ -36,7 +37,7 @@ macro_rules! command_names {
 #[serde(deny_unknown_fields)]
 pub struct RecordSmallBill {
     pub station_id: BillId,
-    pub month: BillMonth,
+    pub month: YearMonth,
     pub bill_id: BillId,
     pub account_id: BillId,
     pub rent_minor: NonNegativeMinor,
@@ -48,7 +49,7 @@ pub struct RecordSmallBill {
 #[serde(deny_unknown_fields)]
 pub struct RecordDiff {
     pub station_id: BillId,
-    pub month: BillMonth,
+    pub month: YearMonth,
     pub diff_id: BillId,
     #[serde(default)]
     pub partner_bill_id: Option<BillId>,
@@ -75,7 +76,7 @@ command_names!(StationMonthCommand {
 pub struct RecordPartnerBill {
     pub partner_bill_id: BillId,
     pub partner_account_id: BillId,
-    pub month: BillMonth,
+    pub month: YearMonth,
     /// `None` when the partner pushed no proposed amount (the check then reports the
     /// partner side missing, R-BILL-4).
     #[serde(default)]
@@ -112,10 +113,10 @@ command_names!(PartnerBillCommand {
 #[serde(deny_unknown_fields)]
 pub struct RecordCustomerAccount {
     pub account_id: BillId,
-    pub income_start_month: BillMonth,
+    pub income_start_month: YearMonth,
     /// Recorded as empty when `None` (cycles that need it fail, R-BILL-4).
     #[serde(default)]
-    pub current_payable_cutoff_month: Option<BillMonth>,
+    pub current_payable_cutoff_month: Option<YearMonth>,
     pub recorded_at: DateTime<Utc>,
 }
 
@@ -157,7 +158,7 @@ pub struct ShareRule {
     #[serde(default)]
     pub change_type: Option<BillCode>,
     #[serde(default)]
-    pub latest_generated_bill_month: Option<BillMonth>,
+    pub latest_generated_bill_month: Option<YearMonth>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -262,7 +263,7 @@ pub struct AddLine {
     pub order_id: BillId,
     pub line_id: BillId,
     pub station_id: BillId,
-    pub month: BillMonth,
+    pub month: YearMonth,
     pub kind: LineKindCode,
     pub planned_amount_minor: NonNegativeMinor,
     pub at: DateTime<Utc>,
@@ -348,7 +349,7 @@ pub struct WriteLineResult {
     pub result_id: BillId,
     /// The result's station-month, checked against the line's.
     pub station_id: BillId,
-    pub month: BillMonth,
+    pub month: YearMonth,
     pub status: ResultStatusCode,
     pub amount_minor: NonNegativeMinor,
     #[serde(default)]
@@ -421,7 +422,7 @@ impl PaymentOrderCommand {
 pub struct ReserveLock {
     pub lock_id: BillId,
     pub station_id: BillId,
-    pub month: BillMonth,
+    pub month: YearMonth,
     pub order_id: BillId,
     pub line_id: BillId,
     pub publish_version: BillId,
@@ -434,7 +435,7 @@ pub struct ReserveLock {
 #[serde(deny_unknown_fields)]
 pub struct LockAction {
     pub station_id: BillId,
-    pub month: BillMonth,
+    pub month: YearMonth,
     pub lock_id: BillId,
     pub at: DateTime<Utc>,
 }
@@ -469,7 +470,7 @@ pub struct RecordPaymentResult {
     pub platform_station_id: Option<BillId>,
     #[serde(default)]
     pub partner_org_id: Option<BillId>,
-    pub month: BillMonth,
+    pub month: YearMonth,
     pub status: ResultStatusCode,
     pub kind: ResultTypeCode,
     pub source: ResultSourceCode,

@@ -7,8 +7,9 @@
 use super::commands::{BillLockCommand, LockAction, ReserveLock};
 use super::error::BillError;
 use super::events::{BillLockEvent, BILL_LOCK_AGGREGATE_TYPE};
+use super::month::YearMonth;
 use super::payment_order::PaymentOrder;
-use super::values::{BillId, BillMonth};
+use super::values::BillId;
 use crate::decide::{Decide, InvariantViolation, LedgerRef};
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::Aggregate;
@@ -73,7 +74,7 @@ pub fn check_hold(cmd: &ReserveLock, order: &PaymentOrder) -> Result<(), BillErr
     if line.removed {
         return Err(missing("was removed"));
     }
-    if line.station_id != cmd.station_id.get() || line.month != cmd.month.as_str() {
+    if line.station_id != cmd.station_id.get() || line.month != cmd.month.to_string() {
         return Err(missing("is of another station-month"));
     }
     for (field, given, current) in [
@@ -110,7 +111,7 @@ impl BillLocks {
             .map(|(id, l)| (*id, l))
     }
 
-    fn same_station_month(&self, station_id: BillId, month: &BillMonth) -> Result<(), BillError> {
+    fn same_station_month(&self, station_id: BillId, month: YearMonth) -> Result<(), BillError> {
         if self.month.is_empty() {
             return Ok(());
         }
@@ -122,7 +123,7 @@ impl BillLocks {
                 stream,
             });
         }
-        if self.month != month.as_str() {
+        if self.month != month.to_string() {
             return Err(BillError::StreamMismatch {
                 field: "month",
                 given: month.to_string(),
@@ -133,7 +134,7 @@ impl BillLocks {
     }
 
     fn reserve(&self, cmd: ReserveLock) -> Result<Vec<BillLockEvent>, BillError> {
-        self.same_station_month(cmd.station_id, &cmd.month)?;
+        self.same_station_month(cmd.station_id, cmd.month)?;
         let lock_id = cmd.lock_id.get();
         let hold = LockHold {
             order_id: cmd.order_id.get(),
@@ -164,7 +165,7 @@ impl BillLocks {
     }
 
     fn lock(&self, cmd: &LockAction) -> Result<&Lock, BillError> {
-        self.same_station_month(cmd.station_id, &cmd.month)?;
+        self.same_station_month(cmd.station_id, cmd.month)?;
         let lock_id = cmd.lock_id.get();
         self.locks
             .get(&lock_id)

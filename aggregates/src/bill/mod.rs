@@ -4,13 +4,16 @@
 //!
 //! | aggregate                         | stream                  | rules                                   |
 //! |-----------------------------------|-------------------------|-----------------------------------------|
-//! | [`station_month::StationMonth`]   | `<station_id>:<yyyymm>` | one small bill, one diff per station-month |
+//! | [`station_month::StationMonthBills`] | `<station_id>:<yyyymm>` | one small bill, one diff per station-month |
 //! | [`partner_bill::PartnerBill`]     | partner bill id         | account and month fixed; re-push only of a recorded bill |
 //! | [`reference::Reference`]          | one per entity          | latest value wins; profile versions move forward |
 //! | [`payment_order::PaymentOrder`]   | order id                | [`payment_order::ORDER_TRANSITIONS`]; lines change before review |
 //! | [`lock::BillLocks`]               | `<station_id>:<yyyymm>` | at most one live lock                   |
 //! | [`payment_result::PaymentResult`] | result id               | recorded once, voided once              |
 //! | [`claim::BillIdClaim`]            | `<KIND>:<id>`           | an id the projection keys by names one stream's row |
+//!
+//! The values the streams are keyed by, [`YearMonth`] and [`StationMonth`], live in
+//! [`month`]; the projections and the service use the same two types.
 //!
 //! Every refusal is a [`BillError`] with a stable `code()` and the `field()` at fault;
 //! a command that restates a fact already recorded writes nothing.
@@ -20,6 +23,7 @@ pub mod commands;
 pub mod error;
 pub mod events;
 pub mod lock;
+pub mod month;
 pub mod partner_bill;
 pub mod payment_order;
 pub mod payment_result;
@@ -32,12 +36,13 @@ pub use commands::*;
 pub use error::{BillError, RefusalKind};
 pub use events::*;
 pub use lock::BillLocks;
+pub use month::{StationMonth, YearMonth, BILL_YEAR_MIN};
 pub use partner_bill::PartnerBill;
 pub use payment_order::PaymentOrder;
 pub use payment_result::PaymentResult;
 pub use reference::Reference;
-pub use station_month::StationMonth;
-pub use values::{station_month_stream_id, BillCode, BillId, BillMonth, NonNegativeMinor};
+pub use station_month::StationMonthBills;
+pub use values::{station_month_stream_id, BillCode, BillId, NonNegativeMinor};
 
 #[cfg(test)]
 mod claim_tests;

@@ -7,7 +7,7 @@
 use super::commands::{PartnerBillCommand, RecordPartnerBill, RepushPartnerBill};
 use super::error::BillError;
 use super::events::{PartnerBillEvent, PARTNER_BILL_AGGREGATE_TYPE};
-use super::values::BillMonth;
+use super::month::YearMonth;
 use crate::decide::{Decide, InvariantViolation, LedgerRef};
 use chrono::{DateTime, Utc};
 use cqrs_es::event_sink::EventSink;
@@ -35,12 +35,12 @@ impl PartnerBill {
     /// recorded, and of the diff's month — seed §4.5 reads a station-month's partner
     /// bill by station and month, and R-BILL-8's locator rule L3 asks the same. Its
     /// month never changes once recorded, so the check holds without a write here.
-    pub fn linkable_by(&self, partner_bill_id: i64, month: &BillMonth) -> Result<(), BillError> {
+    pub fn linkable_by(&self, partner_bill_id: i64, month: YearMonth) -> Result<(), BillError> {
         let facts = self
             .facts
             .as_ref()
             .ok_or(BillError::PartnerBillUnrecorded(partner_bill_id))?;
-        if facts.month != month.as_str() {
+        if facts.month != month.to_string() {
             return Err(BillError::PartnerBillMonthMismatch {
                 partner_bill_id,
                 partner_month: facts.month.clone(),

@@ -238,7 +238,7 @@ impl PaymentOrder {
                 return Err(BillError::LineRemoved(line_id));
             }
             let same = have.station_id == cmd.station_id.get()
-                && have.month == cmd.month.as_str()
+                && have.month == cmd.month.to_string()
                 && have.kind == cmd.kind
                 && have.planned_amount_minor == cmd.planned_amount_minor.get();
             return if same {
@@ -250,7 +250,7 @@ impl PaymentOrder {
         self.editable(status)?;
         if let Some((existing, _)) = self.live_lines().find(|(_, l)| {
             l.station_id == cmd.station_id.get()
-                && l.month == cmd.month.as_str()
+                && l.month == cmd.month.to_string()
                 && l.kind == cmd.kind
         }) {
             return Err(BillError::StationMonthAlreadyOnOrder {
@@ -504,7 +504,7 @@ impl PaymentOrder {
         let line_id = cmd.line_id.get();
         let line = self.live_line(line_id)?;
         Self::kind(line_id, line, LineKindCode::Payable)?;
-        if line.station_id != cmd.station_id.get() || line.month != cmd.month.as_str() {
+        if line.station_id != cmd.station_id.get() || line.month != cmd.month.to_string() {
             return Err(BillError::ResultLineMismatch {
                 line_id,
                 result: format!("{}:{}", cmd.station_id, cmd.month),

@@ -6,7 +6,8 @@
 use super::commands::{RecordDiff, RecordSmallBill, StationMonthCommand};
 use super::error::BillError;
 use super::events::{StationMonthEvent, STATION_MONTH_AGGREGATE_TYPE};
-use super::values::{BillId, BillMonth};
+use super::month::YearMonth;
+use super::values::BillId;
 use crate::decide::{Decide, InvariantViolation, LedgerRef};
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::Aggregate;
@@ -25,8 +26,11 @@ pub struct Diff {
     pub partner_bill_id: Option<i64>,
 }
 
+/// The state of one station-month's stream: the small bill and the diff recorded for it
+/// (the station-month itself, the value, is a [`super::month::StationMonth`]). Its
+/// serde shape is the snapshot's: the fields stay plain.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct StationMonth {
+pub struct StationMonthBills {
     /// 0 until the first event.
     pub station_id: i64,
     /// Empty until the first event.
@@ -35,9 +39,9 @@ pub struct StationMonth {
     pub diff: Option<Diff>,
 }
 
-impl StationMonth {
+impl StationMonthBills {
     /// A command names the station-month of this stream (once one is known).
-    fn same_station_month(&self, station_id: BillId, month: &BillMonth) -> Result<(), BillError> {
+    fn same_station_month(&self, station_id: BillId, month: YearMonth) -> Result<(), BillError> {
         if self.month.is_empty() {
             return Ok(());
         }
@@ -49,7 +53,7 @@ impl StationMonth {
                 stream,
             });
         }
-        if self.month != month.as_str() {
+        if self.month != month.to_string() {
             return Err(BillError::StreamMismatch {
                 field: "month",
                 given: month.to_string(),
@@ -60,7 +64,7 @@ impl StationMonth {
     }
 
     fn record_small_bill(&self, cmd: RecordSmallBill) -> Result<Vec<StationMonthEvent>, BillError> {
-        self.same_station_month(cmd.station_id, &cmd.month)?;
+        self.same_station_month(cmd.station_id, cmd.month)?;
         let bill = SmallBill {
             bill_id: cmd.bill_id.get(),
             account_id: cmd.account_id.get(),
@@ -86,7 +90,7 @@ impl StationMonth {
     }
 
     fn record_diff(&self, cmd: RecordDiff) -> Result<Vec<StationMonthEvent>, BillError> {
-        self.same_station_month(cmd.station_id, &cmd.month)?;
+        self.same_station_month(cmd.station_id, cmd.month)?;
         let diff = Diff {
             diff_id: cmd.diff_id.get(),
             partner_bill_id: cmd.partner_bill_id.map(BillId::get),
@@ -110,7 +114,7 @@ impl StationMonth {
     }
 }
 
-impl Decide for StationMonth {
+impl Decide for StationMonthBills {
     const SNAPSHOT_VERSION: i32 = 1;
 
     fn decide(&self, command: StationMonthCommand) -> Result<Vec<StationMonthEvent>, BillError> {
@@ -166,7 +170,7 @@ impl Decide for StationMonth {
     }
 }
 
-impl Aggregate for StationMonth {
+impl Aggregate for StationMonthBills {
     const TYPE: &'static str = STATION_MONTH_AGGREGATE_TYPE;
     type Command = StationMonthCommand;
     type Event = StationMonthEvent;

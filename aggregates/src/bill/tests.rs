@@ -44,8 +44,8 @@ fn coded(err: &BillError, code: &str, field: Option<&str>, kind: RefusalKind) {
 // Station-month.
 // ---------------------------------------------------------------------------------
 
-fn sm() -> TestFramework<StationMonth> {
-    TestFramework::<StationMonth>::with(())
+fn sm() -> TestFramework<StationMonthBills> {
+    TestFramework::<StationMonthBills>::with(())
 }
 
 fn small(bill_id: i64, rent: i64) -> StationMonthCommand {
@@ -1459,7 +1459,7 @@ fn only_normal_treasury_and_fallback_results_of_a_line_are_written_back() {
 
 #[test]
 fn bill_aggregates_use_the_contract_stream_types() {
-    assert_eq!(StationMonth::TYPE, STATION_MONTH_AGGREGATE_TYPE);
+    assert_eq!(StationMonthBills::TYPE, STATION_MONTH_AGGREGATE_TYPE);
     assert_eq!(PartnerBill::TYPE, PARTNER_BILL_AGGREGATE_TYPE);
     assert_eq!(Reference::TYPE, REFERENCE_AGGREGATE_TYPE);
     assert_eq!(PaymentOrder::TYPE, PAYMENT_ORDER_AGGREGATE_TYPE);

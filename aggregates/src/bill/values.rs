@@ -1,13 +1,14 @@
 //! Bill input values: parse, don't validate. Ids are the source system's positive
-//! numeric ids, months are `yyyymm`, money is `i64` minor units. A value that exists
+//! numeric ids, months are [`YearMonth`]s (`month.rs`), money is `i64` minor units. A value that exists
 //! is valid; deserialising refuses anything else with the rule as the message, so the
 //! HTTP edge names the field at fault.
 
+use super::month::{StationMonth, YearMonth};
 use crate::money::ParseError;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
-fn rule(text: &str) -> ParseError {
+pub(super) fn rule(text: &str) -> ParseError {
     // `ParseError::new` is private to `money`; the struct is public.
     ParseError {
         rule: text.to_owned(),
@@ -44,46 +45,6 @@ impl<'de> Deserialize<'de> for BillId {
         // i64::deserialize makes serde_json refuse floats and strings with a type error.
         let v = i64::deserialize(d)?;
         BillId::parse(v).map_err(|e| serde::de::Error::custom(e.rule))
-    }
-}
-
-/// Earliest bill year accepted: no resident-income bill predates the source system.
-pub const BILL_YEAR_MIN: u32 = 1970;
-
-/// A bill month, `yyyymm` (six digits, month 01 to 12, year from [`BILL_YEAR_MIN`]).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(transparent)]
-pub struct BillMonth(String);
-
-impl BillMonth {
-    pub fn parse(s: &str) -> Result<Self, ParseError> {
-        let bad = || rule("must be a month as yyyymm, e.g. 202609 (month 01 to 12)");
-        if s.len() != 6 || !s.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        let year: u32 = s[..4].parse().map_err(|_| bad())?;
-        let month: u32 = s[4..].parse().map_err(|_| bad())?;
-        if year < BILL_YEAR_MIN || !(1..=12).contains(&month) {
-            return Err(bad());
-        }
-        Ok(Self(s.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for BillMonth {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for BillMonth {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        BillMonth::parse(&s).map_err(|e| serde::de::Error::custom(e.rule))
     }
 }
 
@@ -150,10 +111,14 @@ impl<'de> Deserialize<'de> for BillCode {
     }
 }
 
-/// The stream id of a station-month (`<station_id>:<yyyymm>`), shared by the
-/// station-month facts and its lock.
-pub fn station_month_stream_id(station_id: BillId, month: &BillMonth) -> String {
-    format!("{station_id}:{month}")
+/// The stream id of a station-month (`<station_id>:<yyyymm>`, its [`StationMonth`]
+/// written out), shared by the station-month facts and its lock.
+pub fn station_month_stream_id(station_id: BillId, month: YearMonth) -> String {
+    StationMonth {
+        station_id: station_id.get(),
+        month,
+    }
+    .to_string()
 }
 
 #[cfg(test)]
@@ -167,18 +132,6 @@ mod tests {
         assert!(BillId::parse(-3).is_err());
         assert!(serde_json::from_str::<BillId>("1.5").is_err());
         assert!(serde_json::from_str::<BillId>("\"7\"").is_err());
-    }
-
-    #[test]
-    fn months_are_valid_yyyymm() {
-        for ok in ["202601", "202612", "197001"] {
-            assert!(BillMonth::parse(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "202600", "202613", "2026-01", "20261", "2026011", "196912", "abcdef",
-        ] {
-            assert!(BillMonth::parse(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]
@@ -200,7 +153,7 @@ mod tests {
     fn a_station_month_stream_is_station_colon_month() {
         let id = station_month_stream_id(
             BillId::parse(100).unwrap(),
-            &BillMonth::parse("202609").unwrap(),
+            YearMonth::parse_bill_month("202609").unwrap(),
         );
         assert_eq!(id, "100:202609");
     }

@@ -10,121 +10,21 @@
 use super::BillError;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use std::fmt;
 
-/// A bill month, `yyyymm`. Ordered by time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct YearMonth {
-    // Field order matters: the derived `Ord` compares the year first.
-    year: u16,
-    month: u8,
+/// The month and station-month values are the aggregates' own: one type each for
+/// commands, events, the projections and the service.
+pub use factledger_aggregates::bill::{StationMonth, YearMonth};
+
+/// A `yyyymm` as the projections read it (stored rows, refresh requests, read paths):
+/// any four-digit year ([`YearMonth::parse`]), refused as [`BillError::BadMonth`].
+pub fn parse_month(s: &str) -> Result<YearMonth, BillError> {
+    YearMonth::parse(s).map_err(|_| BillError::BadMonth(s.to_owned()))
 }
 
-impl YearMonth {
-    /// `month` is 1..=12.
-    pub fn new(year: u16, month: u8) -> Result<YearMonth, BillError> {
-        if !(1..=12).contains(&month) || !(1000..=9999).contains(&year) {
-            return Err(BillError::BadMonth(format!("{year:04}{month:02}")));
-        }
-        Ok(YearMonth { year, month })
-    }
-
-    /// Six ASCII digits, `yyyymm`.
-    pub fn parse(s: &str) -> Result<YearMonth, BillError> {
-        let bad = || BillError::BadMonth(s.to_owned());
-        if s.len() != 6 || !s.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        // Both slices are ASCII digits of bounded length: the parses cannot fail.
-        let year = s[..4].parse().map_err(|_| bad())?;
-        let month = s[4..].parse().map_err(|_| bad())?;
-        YearMonth::new(year, month).map_err(|_| bad())
-    }
-
-    pub fn year(self) -> u16 {
-        self.year
-    }
-
-    pub fn month(self) -> u8 {
-        self.month
-    }
-
-    /// The last month whose rent the pre-rent check of this month can sum: every
-    /// cutoff (R-BILL-4) is at most the end of the target month's half-year (the
-    /// longest cycle), so later small bills never change this month's decision.
-    pub fn last_rent_month_read(self) -> YearMonth {
-        self.end_of_period(6)
-    }
-
-    /// The first month whose pre-rent check can read this month's rent: the first
-    /// month of its half-year (the converse of [`YearMonth::last_rent_month_read`]).
-    pub fn first_month_reading_rent(self) -> YearMonth {
-        YearMonth {
-            year: self.year,
-            month: (self.month - 1) / 6 * 6 + 1,
-        }
-    }
-
-    /// The last month of the calendar period of `months_per_period` months (3: a
-    /// quarter, 6: a half-year) that holds this month.
-    pub(crate) fn end_of_period(self, months_per_period: u8) -> YearMonth {
-        debug_assert!(12 % months_per_period == 0, "periods tile the year");
-        let period = (self.month - 1) / months_per_period;
-        YearMonth {
-            year: self.year,
-            month: (period + 1) * months_per_period,
-        }
-    }
-}
-
-/// `"yyyymm"`, as the tables and business keys spell it (the facts JSON of a decision).
-impl Serialize for YearMonth {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl fmt::Display for YearMonth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04}{:02}", self.year, self.month)
-    }
-}
-
-/// The unit every bill decision is about: one station, one bill month. Written
-/// `"<station_id>:<yyyymm>"`, as refresh business keys spell it (`STATION_MONTH:100:202609`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct StationMonth {
-    pub station_id: i64,
-    pub month: YearMonth,
-}
-
-impl StationMonth {
-    pub fn parse(s: &str) -> Result<StationMonth, BillError> {
-        let bad = || BillError::BadStationMonth(s.to_owned());
-        let (station, month) = s.split_once(':').ok_or_else(bad)?;
-        if station.is_empty() || !station.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        let station_id: i64 = station.parse().map_err(|_| bad())?;
-        if station_id == 0 {
-            return Err(bad());
-        }
-        let month = YearMonth::parse(month).map_err(|_| bad())?;
-        Ok(StationMonth { station_id, month })
-    }
-}
-
-/// `"<station_id>:<yyyymm>"`.
-impl Serialize for StationMonth {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl fmt::Display for StationMonth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.station_id, self.month)
-    }
+/// A `<station_id>:<yyyymm>` ([`StationMonth::parse`]), refused as
+/// [`BillError::BadStationMonth`].
+pub fn parse_station_month(s: &str) -> Result<StationMonth, BillError> {
+    StationMonth::parse(s).map_err(|_| BillError::BadStationMonth(s.to_owned()))
 }
 
 /// Everything [`decide`](super::decide) reads for one station-month.

@@ -5,7 +5,7 @@
 use crate::infra::db::{Db, Get, Tx};
 use crate::infra::store::{time_text, Fence};
 use chrono::Utc;
-use factledger_projections::bill::{StationMonth, YearMonth};
+use factledger_projections::bill::{parse_month, StationMonth};
 use factledger_projections::table::{Cell, ColType, Column};
 
 /// The saved progress of a job: the generation and the last station-month done.
@@ -35,7 +35,7 @@ pub async fn load_progress(
     else {
         return Ok(None);
     };
-    let month = YearMonth::parse(&r.text("last_month")?)
+    let month = parse_month(&r.text("last_month")?)
         .map_err(|e| sqlx::Error::Decode(e.to_string().into()))?;
     let station_id = r.int("last_station_id")?;
     Ok(Some((
@@ -101,7 +101,7 @@ mod tests {
         let code = "RIPSR:x";
         let sm = |station_id| StationMonth {
             station_id,
-            month: YearMonth::parse("202609").expect("month"),
+            month: parse_month("202609").expect("month"),
         };
         let (stale, current) = (
             Fence {

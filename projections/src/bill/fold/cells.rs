@@ -3,7 +3,7 @@
 //! of a write ([`put`], [`set`]).
 
 use super::writes::FactOp;
-use crate::bill::{StationMonth, YearMonth};
+use crate::bill::{parse_month, StationMonth};
 use crate::table::{Cell, Cells, TableDef};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::de::DeserializeOwned;
@@ -50,7 +50,7 @@ pub(super) fn parse_code<T: DeserializeOwned>(s: &str) -> Result<T, String> {
 
 /// A `yyyymm` of an event, checked (a bad month stops the projector at the event).
 pub(super) fn month_cell(s: &str) -> Result<Cell, String> {
-    YearMonth::parse(s)
+    parse_month(s)
         .map(|m| Cell::Text(m.to_string()))
         .map_err(|e| e.to_string())
 }
@@ -62,7 +62,7 @@ pub(super) fn opt_month_cell(s: &Option<String>) -> Result<Cell, String> {
 pub(super) fn station_month(station_id: i64, month: &str) -> Result<StationMonth, String> {
     Ok(StationMonth {
         station_id,
-        month: YearMonth::parse(month).map_err(|e| e.to_string())?,
+        month: parse_month(month).map_err(|e| e.to_string())?,
     })
 }
 

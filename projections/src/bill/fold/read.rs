@@ -7,8 +7,8 @@
 use super::cells::parse_code;
 use crate::bill::tables::{LINES, OPENING_DEDUCTIONS, OPENING_PAID, PARTNER_REPUSHES};
 use crate::bill::{
-    AccountRoute, BillLine, BillLock, CustomerAccount, Diff, LineKind, LineStatus, LockStatus,
-    OpeningDeduction, OpeningPaidBalance, OrderStatus, PartnerAccount, PartnerBill,
+    parse_month, AccountRoute, BillLine, BillLock, CustomerAccount, Diff, LineKind, LineStatus,
+    LockStatus, OpeningDeduction, OpeningPaidBalance, OrderStatus, PartnerAccount, PartnerBill,
     PartnerBillDeduction, PartnerProfile, PaymentCycle, PaymentOrder, PaymentResult, RecordWay,
     RentPayMethod, ResultSource, ResultStatus, ResultType, ShareRule, SmallBill, SmallBillRent,
     StationFacts, UnqualifiedConclusion, YearMonth,
@@ -60,12 +60,12 @@ fn bool_of(row: &MemRow, column: &str) -> Result<bool, String> {
 }
 
 pub fn month_of(row: &MemRow, column: &str) -> Result<YearMonth, String> {
-    YearMonth::parse(text_of(row, column)?).map_err(|e| e.to_string())
+    parse_month(text_of(row, column)?).map_err(|e| e.to_string())
 }
 
 fn opt_month_of(row: &MemRow, column: &str) -> Result<Option<YearMonth>, String> {
     opt_text_of(row, column)?
-        .map(|s| YearMonth::parse(s).map_err(|e| e.to_string()))
+        .map(|s| parse_month(s).map_err(|e| e.to_string()))
         .transpose()
 }
 
