@@ -8,6 +8,7 @@
 //! which is what makes replay, rebuild and reconciliation trustworthy.
 #![forbid(unsafe_code)]
 
+pub mod accounts;
 pub mod admin_action;
 pub mod affiliate;
 pub mod affiliate_link;

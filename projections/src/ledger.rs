@@ -13,9 +13,11 @@
 //! currency — the trial balance is zero.
 
 use crate::table::{ColType, Column, TableDef};
+use factledger_aggregates::campaign::{CampaignEvent, CAMPAIGN_AGGREGATE_TYPE};
 use factledger_aggregates::commission::{CommissionEvent, COMMISSION_AGGREGATE_TYPE};
 use factledger_aggregates::ledger::{
-    commission_posting, wallet_account, wallet_posting, AccountKind, Posting, CHART_VERSION,
+    campaign_currency, campaign_posting, commission_posting, wallet_account, wallet_posting,
+    AccountKind, Posting, CHART_VERSION,
 };
 use factledger_aggregates::money::Currency;
 use factledger_aggregates::wallet::{Bucket, WalletEvent, WALLET_AGGREGATE_TYPE};
@@ -27,13 +29,18 @@ pub const NAME: &str = "journal";
 /// The chart's version: a changed mapping rebuilds the journal.
 pub const VERSION: i32 = CHART_VERSION;
 /// The streams whose events the journal reads.
-pub const AGGREGATE_TYPES: &[&str] = &[WALLET_AGGREGATE_TYPE, COMMISSION_AGGREGATE_TYPE];
+pub const AGGREGATE_TYPES: &[&str] = &[
+    WALLET_AGGREGATE_TYPE,
+    COMMISSION_AGGREGATE_TYPE,
+    CAMPAIGN_AGGREGATE_TYPE,
+];
 
 const fn col(name: &'static str, ty: ColType) -> Column {
     Column { name, ty }
 }
 
-/// Two lines per posting: `leg` 0 is the debit, 1 the credit.
+/// Two lines per posting: `leg` 0 is the debit, 1 the credit. (`stream_type` came in
+/// migration 0021, hence last.)
 pub const JOURNAL: TableDef = TableDef {
     name: "journal",
     key: &["position", "leg"],
@@ -48,6 +55,7 @@ pub const JOURNAL: TableDef = TableDef {
         col("ref_id", ColType::Text),
         col("entry_type", ColType::Text),
         col("stream_id", ColType::Text),
+        col("stream_type", ColType::Text),
     ],
 };
 
@@ -85,6 +93,7 @@ pub const TABLES: &[TableDef] = &[JOURNAL, ACCOUNT_BALANCES, STREAM_CURRENCIES];
 pub enum MoneyEvent {
     Wallet(WalletEvent),
     Commission(CommissionEvent),
+    Campaign(CampaignEvent),
 }
 
 /// What one event means to the journal.
@@ -107,6 +116,7 @@ impl MoneyEvent {
         match self {
             MoneyEvent::Wallet(e) => wallet_posting(stream_id, currency, e),
             MoneyEvent::Commission(e) => commission_posting(stream_id, currency, e),
+            MoneyEvent::Campaign(e) => Some(campaign_posting(stream_id, currency, e)),
         }
     }
 
@@ -114,7 +124,16 @@ impl MoneyEvent {
         match self {
             MoneyEvent::Wallet(_) => WALLET_AGGREGATE_TYPE,
             MoneyEvent::Commission(_) => COMMISSION_AGGREGATE_TYPE,
+            MoneyEvent::Campaign(_) => CAMPAIGN_AGGREGATE_TYPE,
         }
+    }
+
+    /// Whether a stream of this event always names its currency before it moves
+    /// money: a wallet and a commission do, so a movement without one is a broken
+    /// history; a campaign names one only for a fund in minor units, and a quota
+    /// counted in orders posts nothing.
+    pub fn needs_currency(&self) -> bool {
+        !matches!(self, MoneyEvent::Campaign(_))
     }
 }
 
@@ -131,40 +150,51 @@ pub fn bucket_accounts(wallet_id: &str) -> Vec<String> {
     .collect()
 }
 
+fn decode<T: serde::de::DeserializeOwned>(payload: &Value) -> Result<T, String> {
+    serde_json::from_value(payload.clone()).map_err(|e| format!("payload: {e}"))
+}
+
 /// What an event of `aggregate_type` (payload upcast to its current shape) means to
-/// the journal; `None` for a stream the journal does not read.
+/// the journal, in order: nothing for a stream the journal does not read, the
+/// stream's currency when it names one, the event's movement.
 pub fn classify(
     aggregate_type: &str,
     aggregate_id: &str,
     payload: &Value,
-) -> Result<Option<Journaled>, String> {
-    match aggregate_type {
-        WALLET_AGGREGATE_TYPE => {
-            let e: WalletEvent =
-                serde_json::from_value(payload.clone()).map_err(|e| format!("payload: {e}"))?;
-            Ok(Some(match e {
-                WalletEvent::WalletOpened { currency, .. } => Journaled::Opens {
-                    stream_type: WALLET_AGGREGATE_TYPE,
-                    currency,
-                    accounts: bucket_accounts(aggregate_id),
-                },
-                e => Journaled::Moves(MoneyEvent::Wallet(e)),
-            }))
-        }
-        COMMISSION_AGGREGATE_TYPE => {
-            let e: CommissionEvent =
-                serde_json::from_value(payload.clone()).map_err(|e| format!("payload: {e}"))?;
-            Ok(Some(match e {
-                CommissionEvent::CommissionRecorded(r) => Journaled::Opens {
-                    stream_type: COMMISSION_AGGREGATE_TYPE,
-                    currency: r.currency,
-                    accounts: Vec::new(),
-                },
-                e => Journaled::Moves(MoneyEvent::Commission(e)),
-            }))
-        }
-        _ => Ok(None),
-    }
+) -> Result<Vec<Journaled>, String> {
+    let opens = |stream_type, currency, accounts| Journaled::Opens {
+        stream_type,
+        currency,
+        accounts,
+    };
+    Ok(match aggregate_type {
+        WALLET_AGGREGATE_TYPE => match decode(payload)? {
+            WalletEvent::WalletOpened { currency, .. } => vec![opens(
+                WALLET_AGGREGATE_TYPE,
+                currency,
+                bucket_accounts(aggregate_id),
+            )],
+            e => vec![Journaled::Moves(MoneyEvent::Wallet(e))],
+        },
+        COMMISSION_AGGREGATE_TYPE => match decode(payload)? {
+            CommissionEvent::CommissionRecorded(r) => {
+                vec![opens(COMMISSION_AGGREGATE_TYPE, r.currency, Vec::new())]
+            }
+            e => vec![Journaled::Moves(MoneyEvent::Commission(e))],
+        },
+        CAMPAIGN_AGGREGATE_TYPE => match decode(payload)? {
+            CampaignEvent::CampaignOpened(o) => match campaign_currency(&o) {
+                // Opening a fund names its currency, then funds its budget.
+                Some(currency) => vec![
+                    opens(CAMPAIGN_AGGREGATE_TYPE, currency, Vec::new()),
+                    Journaled::Moves(MoneyEvent::Campaign(CampaignEvent::CampaignOpened(o))),
+                ],
+                None => Vec::new(),
+            },
+            e => vec![Journaled::Moves(MoneyEvent::Campaign(e))],
+        },
+        _ => Vec::new(),
+    })
 }
 
 /// One journal line.
@@ -180,10 +210,13 @@ pub struct Line {
     pub ref_id: String,
     pub entry_type: String,
     pub stream_id: String,
+    /// The type of the stream whose event made the line (ids of different types may
+    /// be equal).
+    pub stream_type: &'static str,
 }
 
 /// The two lines of a posting made by the event at `position` of `stream_id`.
-pub fn lines(position: i64, stream_id: &str, p: &Posting) -> [Line; 2] {
+pub fn lines(position: i64, stream_type: &'static str, stream_id: &str, p: &Posting) -> [Line; 2] {
     let line = |leg: i64, account: &str, debit: i64, credit: i64| Line {
         position,
         leg,
@@ -195,6 +228,7 @@ pub fn lines(position: i64, stream_id: &str, p: &Posting) -> [Line; 2] {
         ref_id: p.ref_id.clone(),
         entry_type: p.entry_type.clone(),
         stream_id: stream_id.to_owned(),
+        stream_type,
     };
     [
         line(0, &p.debit, p.amount_minor, 0),
@@ -239,13 +273,19 @@ impl Ledger {
         aggregate_id: &str,
         payload: &Value,
     ) -> Result<(), String> {
-        match classify(aggregate_type, aggregate_id, payload)? {
-            None => Ok(()),
-            Some(Journaled::Opens {
+        for j in classify(aggregate_type, aggregate_id, payload)? {
+            self.apply_one(position, aggregate_id, j)?;
+        }
+        Ok(())
+    }
+
+    fn apply_one(&mut self, position: i64, aggregate_id: &str, j: Journaled) -> Result<(), String> {
+        match j {
+            Journaled::Opens {
                 stream_type,
                 currency,
                 accounts,
-            }) => {
+            } => {
                 self.currencies
                     .insert((stream_type.to_owned(), aggregate_id.to_owned()), currency);
                 for a in accounts {
@@ -257,16 +297,19 @@ impl Ledger {
                 }
                 Ok(())
             }
-            Some(Journaled::Moves(e)) => {
+            Journaled::Moves(e) => {
                 let key = (e.stream_type().to_owned(), aggregate_id.to_owned());
                 let Some(posting) = (match self.currencies.get(&key) {
                     Some(c) => e.posting(aggregate_id, *c),
                     // A money event before its stream named a currency cannot be.
-                    None => return Err(format!("{aggregate_type} {aggregate_id}: no currency")),
+                    None if e.needs_currency() => {
+                        return Err(format!("{} {aggregate_id}: no currency", key.0))
+                    }
+                    None => None,
                 }) else {
                     return Ok(());
                 };
-                for l in lines(position, aggregate_id, &posting) {
+                for l in lines(position, e.stream_type(), aggregate_id, &posting) {
                     let b = self.balances.entry(l.account.clone()).or_insert(Balance {
                         currency: l.currency,
                         debits_minor: 0,
@@ -347,6 +390,52 @@ mod tests {
             kind_label("commission_expense:LAZADA:IDR"),
             "commission_expense"
         );
+    }
+
+    fn campaign(unit: &str) -> Value {
+        json!({"type": "CampaignOpened", "campaign_id": "SHOPEE:ID", "quota_unit": unit,
+               "quota_limit": 5_000, "currency": "IDR", "starts_at": "2026-01-01T00:00:00Z",
+               "ends_at": null})
+    }
+
+    fn reserved(order: &str, units: i64, after: i64) -> Value {
+        json!({"type": "QuotaReserved", "order_id": order, "units": units,
+               "ordered_at": "2026-03-01T00:00:00Z", "reserved_after": after})
+    }
+
+    #[test]
+    fn a_campaign_fund_is_a_budget_its_reservations_draw_on() {
+        let mut l = Ledger::default();
+        l.apply(1, "campaign", "SHOPEE:ID", &campaign("MINOR_UNITS"))
+            .unwrap();
+        l.apply(2, "campaign", "SHOPEE:ID", &reserved("o1", 600, 600))
+            .unwrap();
+        let released = json!({"type": "QuotaReleased", "order_id": "o1", "units": 600,
+                              "reason": "ORDER_CANCELLED", "reserved_after": 0});
+        l.apply(3, "campaign", "SHOPEE:ID", &reserved("o2", 900, 1_500))
+            .unwrap();
+        l.apply(4, "campaign", "SHOPEE:ID", &released).unwrap();
+        let idr = Currency::parse("IDR").unwrap();
+        assert_eq!(l.trial_balance()[&idr], (7_100, 7_100));
+        assert_eq!(
+            l.balances["campaign_budget:SHOPEE:ID:IDR"].credit_balance(),
+            4_100
+        );
+        assert_eq!(
+            l.balances["campaign_reserved:SHOPEE:ID:IDR"].credit_balance(),
+            900
+        );
+        assert!(l.lines.iter().all(|line| line.stream_type == "campaign"));
+    }
+
+    #[test]
+    fn a_quota_counted_in_orders_posts_nothing() {
+        let mut l = Ledger::default();
+        l.apply(1, "campaign", "LAZADA:MY", &campaign("ORDERS"))
+            .unwrap();
+        l.apply(2, "campaign", "LAZADA:MY", &reserved("o1", 1, 1))
+            .unwrap();
+        assert!(l.lines.is_empty() && l.balances.is_empty());
     }
 
     #[test]

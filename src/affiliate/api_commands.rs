@@ -8,13 +8,14 @@
 //! actor from the API key, the time — is filled in here and refused in the body.
 
 use crate::affiliate::ingest::Ingestor;
+use crate::affiliate::recovery::{resolve_recovery, CommissionOrWallet};
 use crate::affiliate::{IngestResult, INGEST_PAGE_ORDERS_MAX};
 use crate::runtime::http::body::field_at_fault;
 use crate::runtime::http::body::{typed, JsonBody};
 use crate::runtime::http::problem::unit_problem;
 use crate::runtime::http::WriteResponse;
 use crate::runtime::http::{AppState, Caller, Problem};
-use crate::runtime::unit::{run_command, run_unit, UnitError};
+use crate::runtime::unit::run_command;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -22,10 +23,9 @@ use factledger_aggregates::affiliate::{order_stream_id, Platform, PlatformOrderI
 use factledger_aggregates::affiliate_link::{link_stream_id, AffiliateLink, LinkCommand, Register};
 use factledger_aggregates::affiliate_order::{AffiliateOrder, NormalisedOrder, OrderCommand};
 use factledger_aggregates::campaign::{Campaign, CampaignCommand};
-use factledger_aggregates::commission::{Commission, CommissionCommand, CommissionError};
+use factledger_aggregates::commission::CommissionCommand;
 use factledger_aggregates::commission_rules::{CommissionRuleSet, RuleSetCommand};
 use factledger_aggregates::invite::{InviteCommand, InviteRelation};
-use factledger_aggregates::wallet::{Wallet, WalletError};
 use factledger_aggregates::Refusal;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -144,14 +144,6 @@ fn commission_problem(e: CommissionOrWallet) -> Problem {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-enum CommissionOrWallet {
-    #[error(transparent)]
-    Commission(#[from] CommissionError),
-    #[error(transparent)]
-    Wallet(#[from] WalletError),
-}
-
 /// The body's schema for the OpenAPI document; the handler parses the body into the
 /// aggregate's `ResolveRecovery` command itself.
 #[allow(dead_code)]
@@ -194,31 +186,9 @@ pub async fn post_on_commission(
     map.insert("resolved_at".into(), now_text());
     let resolve = CommissionCommand::ResolveRecovery(command(Value::Object(map))?);
     let metadata = caller.metadata(&state.config.country_code, None);
-    let done = run_unit(&state.store, &metadata, |mut unit| {
-        let resolve = resolve.clone();
-        let id = id.as_str().to_owned();
-        async move {
-            let mut c = unit.load::<Commission, CommissionOrWallet>(&id).await?;
-            if c.state.record.is_none() {
-                return Err(UnitError::Refused(CommissionError::NotFound.into()));
-            }
-            let events = unit.decide::<Commission, CommissionOrWallet>(&mut c, &id, resolve)?;
-            for e in &events {
-                let effect = c
-                    .state
-                    .wallet_effect(e)
-                    .map_err(|v| UnitError::Invariant(v.0))?;
-                if let Some(effect) = effect {
-                    let wid = effect.wallet_id.as_str().to_owned();
-                    let mut w = unit.load::<Wallet, CommissionOrWallet>(&wid).await?;
-                    unit.decide::<Wallet, CommissionOrWallet>(&mut w, &wid, effect.command)?;
-                }
-            }
-            Ok(((), unit))
-        }
-    })
-    .await
-    .map_err(|e| unit_problem(e, commission_problem))?;
+    let done = resolve_recovery(&state.store, &metadata, id.as_str(), resolve)
+        .await
+        .map_err(|e| unit_problem(e, commission_problem))?;
     Ok(Json(WriteResponse {
         events: done.events,
         position: done.position,

@@ -21,7 +21,8 @@
 //!    and gives it back when it is refunded or cancelled for good; an order that
 //!    found the quota exhausted tries again on its next ingest, so after a refund
 //!    the quota passes to the next order. The reservation counts against the
-//!    campaign only; it moves no money;
+//!    campaign's budget only (a posting between its budget accounts in the
+//!    journal); the cashback itself is credited from commission expense;
 //! 4. wallets `<user>:<CURRENCY>` (opened in the unit on first use): the wallet
 //!    command each commission event requires (`Commission::wallet_effect`) —
 //!    credit, release, reverse pending, block withdrawals — each a ledger entry

@@ -14,6 +14,7 @@ pub mod api_commands;
 pub mod ingest;
 pub mod ingest_refusal;
 pub mod platform;
+pub mod recovery;
 pub mod settlement;
 pub mod sync;
 

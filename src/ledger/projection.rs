@@ -14,9 +14,11 @@ use crate::infra::db::{Db, Get, Tx};
 use crate::infra::store::{time_text, DynStore, StoredEvent};
 use crate::runtime::projection::{RunnerError, SharedStatus, StallAlerts};
 use factledger_aggregates::ledger::AccountKind;
+use factledger_aggregates::ledger::Posting;
 use factledger_aggregates::money::Currency;
 use factledger_projections::ledger::{
-    classify, kind_label, lines, Journaled, Line, ACCOUNT_BALANCES, JOURNAL, NAME, TABLES, VERSION,
+    classify, kind_label, lines, Journaled, Line, MoneyEvent, ACCOUNT_BALANCES, JOURNAL, NAME,
+    TABLES, VERSION,
 };
 use factledger_projections::table::{Cell, ColType, Column};
 use factledger_projections::ProjectionError;
@@ -49,8 +51,11 @@ fn classify_all(events: &[StoredEvent]) -> (Batch, Option<ProjectionError>) {
             .map_err(|err| err.to_string())
             .and_then(|(_, p)| classify(&e.aggregate_type, &e.aggregate_id, &p));
         match outcome {
-            Ok(Some(j)) => batch.push((e.global_position, e.aggregate_id.clone(), j)),
-            Ok(None) => {}
+            Ok(meant) => batch.extend(
+                meant
+                    .into_iter()
+                    .map(|j| (e.global_position, e.aggregate_id.clone(), j)),
+            ),
             Err(reason) => return (batch, Some(failed(e, reason))),
         }
     }
@@ -69,7 +74,9 @@ struct Delta {
 /// Write a classified batch inside `tx`; an event that cannot be applied (a money
 /// event of a stream whose currency was never named) is an error at its position.
 async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
-    let mut currencies: HashMap<(&'static str, String), Currency> = HashMap::new();
+    // Cached for the batch, a stream known to name none too (a campaign counted in
+    // orders).
+    let mut currencies: HashMap<(&'static str, String), Option<Currency>> = HashMap::new();
     let mut journal: Vec<Line> = Vec::new();
     let mut deltas: BTreeMap<String, Delta> = BTreeMap::new();
     for (position, stream_id, j) in batch {
@@ -87,7 +94,7 @@ async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
                     Cell::text(currency.as_str()),
                 ];
                 tx.exec(sql, &args).await?;
-                currencies.insert((stream_type, stream_id.clone()), *currency);
+                currencies.insert((stream_type, stream_id.clone()), Some(*currency));
                 for a in accounts {
                     let d = deltas.entry(a.clone()).or_default();
                     d.currency = Some(*currency);
@@ -99,20 +106,15 @@ async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
                 let currency = match currencies.get(&key) {
                     Some(c) => *c,
                     None => {
-                        let c = stream_currency(tx, key.0, stream_id)
-                            .await?
-                            .ok_or_else(|| WriteError::Event {
-                                position: *position,
-                                reason: format!("{} {stream_id}: no currency", key.0),
-                            })?;
+                        let c = stream_currency(tx, key.0, stream_id).await?;
                         currencies.insert(key, c);
                         c
                     }
                 };
-                let Some(posting) = e.posting(stream_id, currency) else {
+                let Some(posting) = posting_of(e, *position, stream_id, currency)? else {
                     continue;
                 };
-                for line in lines(*position, stream_id, &posting) {
+                for line in lines(*position, e.stream_type(), stream_id, &posting) {
                     let d = deltas.entry(line.account.clone()).or_default();
                     d.currency = Some(line.currency);
                     d.debits += line.debit_minor;
@@ -126,6 +128,24 @@ async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
     insert_lines(tx, &journal).await?;
     add_to_balances(tx, &deltas).await?;
     Ok(())
+}
+
+/// The posting of `e` given its stream's currency; a money event of a stream that
+/// must have named one and did not is an error at its position.
+fn posting_of(
+    e: &MoneyEvent,
+    position: i64,
+    stream_id: &str,
+    currency: Option<Currency>,
+) -> Result<Option<Posting>, WriteError> {
+    match currency {
+        Some(c) => Ok(e.posting(stream_id, c)),
+        None if e.needs_currency() => Err(WriteError::Event {
+            position,
+            reason: format!("{} {stream_id}: no currency", e.stream_type()),
+        }),
+        None => Ok(None),
+    }
 }
 
 /// Why a batch could not be written.
@@ -201,6 +221,7 @@ async fn insert_lines(tx: &mut Tx, journal: &[Line]) -> Result<(), sqlx::Error> 
                 Cell::text(&l.ref_id),
                 Cell::text(&l.entry_type),
                 Cell::text(&l.stream_id),
+                Cell::text(l.stream_type),
             ]);
         }
         tx.exec(&sql, &args).await?;
@@ -378,8 +399,8 @@ pub async fn rebuild_stream(
     }];
     let old = tx
         .fetch(
-            "SELECT DISTINCT account FROM journal WHERE stream_id = ?",
-            &[Cell::text(stream_id)],
+            "SELECT DISTINCT account FROM journal WHERE stream_type = ? AND stream_id = ?",
+            &[Cell::text(stream_type), Cell::text(stream_id)],
             ACCOUNT,
         )
         .await?;
@@ -388,8 +409,8 @@ pub async fn rebuild_stream(
         .map(|r| r.text("account"))
         .collect::<Result<_, _>>()?;
     tx.exec(
-        "DELETE FROM journal WHERE stream_id = ?",
-        &[Cell::text(stream_id)],
+        "DELETE FROM journal WHERE stream_type = ? AND stream_id = ?",
+        &[Cell::text(stream_type), Cell::text(stream_id)],
     )
     .await?;
     tx.exec(
@@ -431,14 +452,9 @@ async fn rewrite_stream(
                 tx.exec(sql, &args).await?;
             }
             Journaled::Moves(e) => {
-                let currency = stream_currency(tx, e.stream_type(), stream_id)
-                    .await?
-                    .ok_or_else(|| WriteError::Event {
-                        position: *position,
-                        reason: format!("{} {stream_id}: no currency", e.stream_type()),
-                    })?;
-                if let Some(p) = e.posting(stream_id, currency) {
-                    journal.extend(lines(*position, stream_id, &p));
+                let currency = stream_currency(tx, e.stream_type(), stream_id).await?;
+                if let Some(p) = posting_of(e, *position, stream_id, currency)? {
+                    journal.extend(lines(*position, e.stream_type(), stream_id, &p));
                 }
             }
         }

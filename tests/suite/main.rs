@@ -38,6 +38,7 @@ mod integrity;
 mod jobs;
 mod jobs_api;
 mod journal;
+mod journal_property;
 mod least_privilege;
 mod parsing;
 mod platform_sync;

@@ -17,6 +17,7 @@ pub use events::{
     CampaignEvent, CampaignOpened, QuotaReleased, QuotaReserved, CAMPAIGN_EVENT_VERSION,
 };
 
+use crate::accounts::AccountKind;
 use crate::decide::{Decide, InvariantViolation, LedgerRef};
 use crate::money::Currency;
 use chrono::{DateTime, Utc};
@@ -158,8 +159,15 @@ impl Campaign {
                 max: CAMPAIGN_RESERVATIONS_MAX,
             });
         }
+        // The quota is the budget account of the chart (`campaign_budget`, whose
+        // credit balance is what is left): a reservation debits it, and its
+        // `debits_must_not_exceed_credits` flag refuses one past the budget.
         let remaining = terms.quota_limit - self.reserved;
-        if units > remaining {
+        if AccountKind::CampaignBudget
+            .flags()
+            .check(remaining - units)
+            .is_err()
+        {
             return Err(CampaignError::QuotaExhausted {
                 remaining,
                 requested: units,
@@ -214,9 +222,13 @@ impl Decide for Campaign {
                 if self.reservations.contains_key(&e.order_id) {
                     return fail(format!("order {} reserved twice", e.order_id));
                 }
+                let budget_left = terms.quota_limit - e.reserved_after;
                 if e.units <= 0
                     || self.reserved.checked_add(e.units) != Some(e.reserved_after)
-                    || e.reserved_after > terms.quota_limit
+                    || AccountKind::CampaignBudget
+                        .flags()
+                        .check(budget_left)
+                        .is_err()
                 {
                     return fail(format!(
                         "{} units after {} do not fit the quota {}",
@@ -241,7 +253,9 @@ impl Decide for Campaign {
         Ok(())
     }
 
-    /// Reservations move no money.
+    /// A reservation of a fund posts between budget accounts (`crate::ledger`), but
+    /// takes effect once by the aggregate itself (one reservation per order), so it
+    /// needs no unique ledger key.
     fn ledger_ref(_event: &CampaignEvent) -> Option<LedgerRef> {
         None
     }

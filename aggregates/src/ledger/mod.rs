@@ -13,117 +13,44 @@
 //! | `commission_expense:{platform}:{CUR}`     | cashback paid        | debit       | —                                 |
 //! | `inviter_rewards:{platform}:{CUR}`        | inviter rewards paid | debit       | —                                 |
 //! | `recovery_receivable:{platform}:{CUR}`    | owed back after a refund past release (seed 003 case 6) | debit | — |
+//! | `campaign_funding:{campaign_id}:{CUR}`    | what the platform set aside for a cashback fund | debit | — |
+//! | `campaign_budget:{campaign_id}:{CUR}`     | what is left of the fund to reserve | credit | debits must not exceed credits |
+//! | `campaign_reserved:{campaign_id}:{CUR}`   | the fund's reservations by orders | credit | — |
 //! | `provider_clearing:{provider}:{CUR}`      | paid out, in flight at a payout provider | credit | — |
 //! | `external:{ref_type}:{CUR}`               | any other source or sink a wallet command names | debit | — |
 //!
 //! Wallet buckets are what the platform owes a user (credit-normal); their flag is the
 //! rule the wallet aggregate enforces when money moves (`Wallet::check`: no bucket
 //! below zero), so a command whose posting would overdraw a bucket is refused with
-//! `INSUFFICIENT_BALANCE` and nothing is written. System accounts carry no flag: the
-//! wallet side of every posting bounds them (a reversal can only take back what its
-//! pending bucket holds).
+//! `INSUFFICIENT_BALANCE` and nothing is written. A campaign fund (a quota in minor
+//! units, R-ORD-7) is a budget: opening it funds `campaign_budget`, each order's
+//! reservation moves its amount to `campaign_reserved` and a release moves it back;
+//! the budget's flag is the campaign aggregate's quota rule, so a reservation past
+//! the fund is refused with `QUOTA_EXHAUSTED`. A quota counted in orders moves no
+//! money and posts nothing. Other system accounts carry no flag: the flagged side of
+//! every posting bounds them (a reversal can only take back what its pending bucket
+//! holds).
 //!
 //! The mapping from events to postings is [`CHART_VERSION`]ed and is a pure function
 //! of the event and the currency of its stream, so the whole history — events written
 //! before double entry existed included — reads as a balanced journal without a
 //! rewrite: the chart is the upcaster from a single-sided movement to its posting.
 
+pub use crate::accounts::{AccountKind, Flag, Flags, Side};
+use crate::campaign::{CampaignEvent, QuotaUnit};
 use crate::commission::{CommissionEvent, COMMISSION_ADJUSTMENT_REF_TYPE, COMMISSION_REF_TYPE};
 use crate::money::Currency;
 use crate::wallet::{Bucket, EntryType, WalletEvent};
 
 /// The version of the chart and of the event → posting mapping. Bump it (and the
 /// journal projection's version) when an account name or a mapping changes.
-pub const CHART_VERSION: i32 = 1;
+pub const CHART_VERSION: i32 = 2;
 
 /// The `ref_type` of a wallet payout (`FrozenPaidOut`) to a payout provider.
 pub const WITHDRAWAL_REF_TYPE: &str = "WITHDRAWAL";
 
 /// The provider a payout clears through until payouts name theirs.
 pub const PROVIDER_UNASSIGNED: &str = "UNASSIGNED";
-
-/// Which side of an account its balance normally sits on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    Debit,
-    Credit,
-}
-
-impl Side {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Side::Debit => "DEBIT",
-            Side::Credit => "CREDIT",
-        }
-    }
-}
-
-/// The kinds of account in the chart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum AccountKind {
-    WalletBucket,
-    CommissionExpense,
-    InviterRewards,
-    RecoveryReceivable,
-    ProviderClearing,
-    External,
-}
-
-/// TigerBeetle-style account flags: a posting that would break one is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Flags {
-    pub debits_must_not_exceed_credits: bool,
-    pub credits_must_not_exceed_debits: bool,
-}
-
-impl AccountKind {
-    pub const ALL: [AccountKind; 6] = [
-        AccountKind::WalletBucket,
-        AccountKind::CommissionExpense,
-        AccountKind::InviterRewards,
-        AccountKind::RecoveryReceivable,
-        AccountKind::ProviderClearing,
-        AccountKind::External,
-    ];
-
-    /// The first segment of the account names of this kind.
-    pub fn prefix(self) -> &'static str {
-        match self {
-            AccountKind::WalletBucket => "wallet",
-            AccountKind::CommissionExpense => "commission_expense",
-            AccountKind::InviterRewards => "inviter_rewards",
-            AccountKind::RecoveryReceivable => "recovery_receivable",
-            AccountKind::ProviderClearing => "provider_clearing",
-            AccountKind::External => "external",
-        }
-    }
-
-    pub fn normal_side(self) -> Side {
-        match self {
-            AccountKind::WalletBucket | AccountKind::ProviderClearing => Side::Credit,
-            AccountKind::CommissionExpense
-            | AccountKind::InviterRewards
-            | AccountKind::RecoveryReceivable
-            | AccountKind::External => Side::Debit,
-        }
-    }
-
-    pub fn flags(self) -> Flags {
-        match self {
-            AccountKind::WalletBucket => Flags {
-                debits_must_not_exceed_credits: true,
-                credits_must_not_exceed_debits: false,
-            },
-            _ => Flags::default(),
-        }
-    }
-
-    /// The kind of an account name, by its first segment.
-    pub fn of(account: &str) -> Option<AccountKind> {
-        let prefix = account.split(':').next()?;
-        AccountKind::ALL.into_iter().find(|k| k.prefix() == prefix)
-    }
-}
 
 /// `wallet:{wallet_id}:{bucket}`.
 pub fn wallet_account(wallet_id: &str, bucket: Bucket) -> String {
@@ -250,6 +177,64 @@ pub fn commission_posting(
         ref_id: commission_id.to_owned(),
         entry_type: entry.to_owned(),
     })
+}
+
+/// The `ref_type` of a campaign fund's own postings (funded by opening it).
+pub const CAMPAIGN_REF_TYPE: &str = "CAMPAIGN";
+/// The `ref_type` of a reservation of a campaign fund by an order.
+pub const CAMPAIGN_ORDER_REF_TYPE: &str = "ORDER";
+
+/// Whether a campaign stream's quota is money: a fund in minor units of a currency.
+/// `None` for a quota counted in orders, whose events post nothing.
+pub fn campaign_currency(opened: &crate::campaign::CampaignOpened) -> Option<Currency> {
+    match opened.quota_unit {
+        QuotaUnit::MinorUnits => opened.currency,
+        QuotaUnit::Orders => None,
+    }
+}
+
+/// The posting of a campaign event of a fund in `currency` (see
+/// [`campaign_currency`]): funding the budget when it opens, then each reservation
+/// from the budget to the reserved account and each release back.
+pub fn campaign_posting(campaign_id: &str, currency: Currency, event: &CampaignEvent) -> Posting {
+    let account = |kind| system_account(kind, campaign_id, currency);
+    let budget = account(AccountKind::CampaignBudget);
+    let reserved = account(AccountKind::CampaignReserved);
+    let (debit, credit, amount, ref_type, ref_id, entry) = match event {
+        CampaignEvent::CampaignOpened(e) => (
+            account(AccountKind::CampaignFunding),
+            budget,
+            e.quota_limit,
+            CAMPAIGN_REF_TYPE,
+            campaign_id,
+            "CAMPAIGN_FUNDED",
+        ),
+        CampaignEvent::QuotaReserved(e) => (
+            budget,
+            reserved,
+            e.units,
+            CAMPAIGN_ORDER_REF_TYPE,
+            e.order_id.as_str(),
+            "QUOTA_RESERVED",
+        ),
+        CampaignEvent::QuotaReleased(e) => (
+            reserved,
+            budget,
+            e.units,
+            CAMPAIGN_ORDER_REF_TYPE,
+            e.order_id.as_str(),
+            "QUOTA_RELEASED",
+        ),
+    };
+    Posting {
+        debit,
+        credit,
+        amount_minor: amount,
+        currency,
+        ref_type: ref_type.to_owned(),
+        ref_id: ref_id.to_owned(),
+        entry_type: entry.to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -174,15 +174,88 @@ fn a_recovery_books_a_receivable_and_its_write_off_reverses_it() {
 }
 
 #[test]
-fn only_wallet_buckets_carry_the_no_overdraft_flag() {
+fn only_wallet_buckets_and_campaign_budgets_carry_the_no_overdraft_flag() {
     for kind in AccountKind::ALL {
         let flags = kind.flags();
         assert_eq!(
             flags.debits_must_not_exceed_credits,
-            kind == AccountKind::WalletBucket
+            matches!(
+                kind,
+                AccountKind::WalletBucket | AccountKind::CampaignBudget
+            ),
+            "{kind:?}"
         );
         assert!(!flags.credits_must_not_exceed_debits);
     }
     assert_eq!(AccountKind::WalletBucket.normal_side(), Side::Credit);
     assert_eq!(AccountKind::of("nonsense:x"), None);
+}
+
+fn campaign_event(json: serde_json::Value) -> CampaignEvent {
+    serde_json::from_value(json).unwrap()
+}
+
+fn fund_opened(quota_unit: &str) -> crate::campaign::CampaignOpened {
+    serde_json::from_value(serde_json::json!({
+        "campaign_id": "SHOPEE:ID", "quota_unit": quota_unit, "quota_limit": 10_000,
+        "currency": "IDR", "starts_at": "2026-01-01T00:00:00Z", "ends_at": null
+    }))
+    .unwrap()
+}
+
+/// Every campaign event, each variant once: a new variant fails the match in
+/// `campaign_posting` at build time, and its expected posting must be added here.
+#[test]
+fn every_campaign_fund_event_is_one_balanced_posting_between_its_budget_accounts() {
+    let opened = fund_opened("MINOR_UNITS");
+    let currency = campaign_currency(&opened).expect("a fund in minor units has one");
+    let events = [
+        (
+            CampaignEvent::CampaignOpened(opened),
+            (
+                "campaign_funding:SHOPEE:ID:IDR",
+                "campaign_budget:SHOPEE:ID:IDR",
+                10_000,
+            ),
+        ),
+        (
+            campaign_event(
+                serde_json::json!({"type": "QuotaReserved", "order_id": "SHOPEE:o1",
+                "units": 600, "ordered_at": "2026-03-01T00:00:00Z", "reserved_after": 600}),
+            ),
+            (
+                "campaign_budget:SHOPEE:ID:IDR",
+                "campaign_reserved:SHOPEE:ID:IDR",
+                600,
+            ),
+        ),
+        (
+            campaign_event(
+                serde_json::json!({"type": "QuotaReleased", "order_id": "SHOPEE:o1",
+                "units": 600, "reason": "ORDER_REFUNDED", "reserved_after": 0}),
+            ),
+            (
+                "campaign_reserved:SHOPEE:ID:IDR",
+                "campaign_budget:SHOPEE:ID:IDR",
+                600,
+            ),
+        ),
+    ];
+    for (event, (debit, credit, amount)) in events {
+        let p = campaign_posting("SHOPEE:ID", currency, &event);
+        assert_eq!(
+            (p.debit.as_str(), p.credit.as_str(), p.amount_minor),
+            (debit, credit, amount),
+            "{}",
+            event.name()
+        );
+        for account in [&p.debit, &p.credit] {
+            assert!(AccountKind::of(account).is_some(), "{account} in the chart");
+        }
+    }
+}
+
+#[test]
+fn a_quota_counted_in_orders_is_no_money_and_names_no_currency() {
+    assert_eq!(campaign_currency(&fund_opened("ORDERS")), None);
 }

@@ -48,7 +48,9 @@ pub enum WalletError {
     AlreadyOpen,
     #[error("currency {given} does not match the wallet's currency {wallet}")]
     CurrencyMismatch { given: Currency, wallet: Currency },
-    #[error("{bucket} balance {balance_minor} is less than {amount_minor}")]
+    /// The posting would debit the bucket's account past its credits: its
+    /// `debits_must_not_exceed_credits` flag (`crate::accounts`).
+    #[error("{bucket} balance {balance_minor} is less than {amount_minor}: a wallet bucket account's debits must not exceed its credits")]
     InsufficientBalance {
         bucket: &'static str,
         balance_minor: i64,
@@ -133,7 +135,7 @@ impl Wallet {
             .ok_or(WalletError::BalanceOverflow {
                 bucket: to.map_or("unknown", Bucket::name),
             })?;
-        if let Some(bucket) = after.first_negative() {
+        if let Some((bucket, _flag)) = after.first_broken_flag() {
             debug_assert_eq!(Some(bucket), from);
             return Err(WalletError::InsufficientBalance {
                 bucket: bucket.name(),
@@ -273,13 +275,14 @@ impl Decide for Wallet {
                 m.after
             )));
         }
-        if let Some(b) = m.after.first_negative() {
+        if let Some((b, flag)) = m.after.first_broken_flag() {
             return Err(InvariantViolation(format!(
-                "{} {}:{}: {} would be negative",
+                "{} {}:{}: {} would be negative, breaking its account's {}",
                 event.name(),
                 m.ref_type,
                 m.ref_id,
-                b.name()
+                b.name(),
+                flag.as_str()
             )));
         }
         Ok(())

@@ -148,7 +148,11 @@ impl History {
         let delta = entry_type.delta(amount_minor);
         let before = self.balances;
         let after = before.checked_add(&delta).expect("given history overflows");
-        assert_eq!(after.first_negative(), None, "given history goes negative");
+        assert_eq!(
+            after.first_broken_flag(),
+            None,
+            "given history goes negative"
+        );
         self.events.push(WalletEvent::movement(movement(
             "SETUP",
             ref_id,
@@ -1155,7 +1159,11 @@ fn balances_are_conserved_across_a_long_mixed_sequence_of_commands() {
                 delta_sum = delta_sum.checked_add(&m.delta).unwrap();
             }
             wallet.apply(event);
-            assert_eq!(wallet.balances.first_negative(), None, "step {step} {name}");
+            assert_eq!(
+                wallet.balances.first_broken_flag(),
+                None,
+                "step {step} {name}"
+            );
         }
     }
     assert_eq!(refused, 7);

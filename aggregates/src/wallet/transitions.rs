@@ -1,6 +1,7 @@
 //! The balance transition table: which buckets each entry type moves (R-WAL-2), and
 //! the conservation arithmetic (R-INV-2) every movement is built with.
 
+use crate::accounts::{AccountKind, Flag};
 use serde::{Deserialize, Serialize};
 
 /// The four balance buckets of a wallet, in minor units.
@@ -67,9 +68,15 @@ impl Buckets {
         Some(out)
     }
 
-    /// The first bucket below zero, if any (no debt model: R-INV-2).
-    pub fn first_negative(&self) -> Option<Bucket> {
-        Self::ALL.into_iter().find(|b| self.get(*b) < 0)
+    /// The first bucket whose account flag these balances would break, with the
+    /// flag: each bucket is a `wallet:{id}:{bucket}` account of the chart, and a
+    /// bucket below zero breaks its `debits_must_not_exceed_credits` (no debt model,
+    /// R-INV-2).
+    pub fn first_broken_flag(&self) -> Option<(Bucket, Flag)> {
+        let flags = AccountKind::WalletBucket.flags();
+        Self::ALL
+            .into_iter()
+            .find_map(|b| flags.check(self.get(b)).err().map(|flag| (b, flag)))
     }
 }
 

@@ -255,7 +255,7 @@ impl WalletReplay {
             );
             self.found(f.values(sum.as_ref().map(value), Some(value(&m.after))));
         }
-        if let Some(bucket) = m.after.first_negative() {
+        if let Some((bucket, _)) = m.after.first_broken_flag() {
             let f = self.event_finding(
                 NegativeBucket,
                 at,
