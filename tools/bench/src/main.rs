@@ -46,9 +46,10 @@ enum Cmd {
         #[arg(long, default_value_t = 120)]
         a_max_secs: u64,
     },
-    /// Full rebuild and reconciliation of the wallet projection (issue 3, item 6):
-    /// seeds wallet events, and at each count rebuilds (events/s, peak RSS of the
-    /// rebuild) and then reconciles (seconds).
+    /// Full rebuild and reconciliation of the wallet projection (issue 3, item 6) and
+    /// of the journal (issue 16): seeds wallet events, and at each count rebuilds the
+    /// wallet projection and then the journal (events/s, peak RSS of each) and then
+    /// reconciles (seconds).
     Rebuild {
         #[arg(long, default_value = "mysql://root@127.0.0.1:3306/factledger_bench")]
         database_url: String,
@@ -246,9 +247,9 @@ async fn rebuild_bench(
     let store = fresh_store(url).await?;
     let db = store::open(url).await?;
     println!(
-        "| backend | events | seed s | rebuild s | rebuild events/s | RSS MB before rebuild | peak RSS MB (rebuild) | reconcile s | findings |"
+        "| backend | events | seed s | rebuild s | rebuild events/s | RSS MB before rebuild | peak RSS MB (rebuild) | journal rebuild s | journal events/s | peak RSS MB (journal) | journal / wallet time | reconcile s | findings |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut seeded = 0u64;
     for target in counts {
         let t = Instant::now();
@@ -270,6 +271,17 @@ async fn rebuild_bench(
             status.events_applied
         );
         let rss_mb = rss_kb("VmHWM:") as f64 / 1024.0;
+        // The journal (double entry) rebuilt from the same log, beside the wallet figure.
+        reset_peak_rss();
+        let t = Instant::now();
+        let journal = factledger::ledger::projection::rebuild_full(&db.store, &db.db).await?;
+        let journal_s = t.elapsed().as_secs_f64();
+        let journal_rss_mb = rss_kb("VmHWM:") as f64 / 1024.0;
+        anyhow::ensure!(
+            journal.events_read == seeded,
+            "the journal read {} of {seeded} events",
+            journal.events_read
+        );
         // Reconciliation of the same log against the rows just rebuilt.
         let t = Instant::now();
         let report = factledger::runtime::reconcile::reconcile(
@@ -285,9 +297,11 @@ async fn rebuild_bench(
             report.events_checked
         );
         println!(
-            "| {} | {seeded} | {seed_s:.1} | {secs:.1} | {:.0} | {rss_before_mb:.0} | {rss_mb:.0} | {reconcile_s:.1} | {} |",
+            "| {} | {seeded} | {seed_s:.1} | {secs:.1} | {:.0} | {rss_before_mb:.0} | {rss_mb:.0} | {journal_s:.1} | {:.0} | {journal_rss_mb:.0} | {:.2} | {reconcile_s:.1} | {} |",
             store.backend(),
             seeded as f64 / secs,
+            seeded as f64 / journal_s,
+            journal_s / secs,
             report.counts.total()
         );
     }
