@@ -89,7 +89,10 @@ impl Refusal for crate::wallet::WalletError {
             | E::InsufficientBalance { .. }
             | E::WithdrawalsBlocked { .. }
             | E::AlreadyBlocked { .. }
-            | E::BlockNotFound { .. } => RefusalKind::Conflict,
+            | E::BlockNotFound { .. }
+            | E::FreezeAlreadyOpen { .. }
+            | E::FreezeNotOpen { .. }
+            | E::FreezeAmountMismatch { .. } => RefusalKind::Conflict,
         }
     }
 }

@@ -52,3 +52,4 @@ mod settlement;
 mod store;
 mod tls;
 mod unit;
+mod withdrawal_pairing;

@@ -11,7 +11,8 @@ use factledger::infra::store;
 use factledger::runtime::bus::CommandBus;
 use factledger::runtime::projection::catch_up_wallet;
 use factledger::runtime::reconcile::{self, FindingClass, ReconcileOptions, Report, RunStatus};
-use factledger_aggregates::wallet::Wallet;
+use factledger::runtime::unit::run_unit;
+use factledger_aggregates::wallet::{EntryType, Movement, Wallet, WalletError, WalletEvent};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -99,6 +100,37 @@ fn row(
         table.into(),
         key.into(),
     )
+}
+
+/// Append a withdrawal movement the wallet's decision would refuse (an unfreeze or
+/// payout no open freeze pairs), sealed like any event: as history written before
+/// pairing was enforced holds them.
+async fn plant_unpaired(
+    db: &TestDb,
+    wallet: &str,
+    entry_type: EntryType,
+    ref_id: &str,
+    amount: i64,
+) {
+    run_unit::<(), WalletError, _, _>(&db.store, &common::meta(), |mut unit| async move {
+        let mut w = unit.load::<Wallet, WalletError>(wallet).await?;
+        let before = w.state.balances;
+        let delta = entry_type.delta(amount);
+        let event = WalletEvent::movement(Movement {
+            ref_type: "WITHDRAWAL".into(),
+            ref_id: ref_id.into(),
+            entry_type,
+            amount_minor: amount,
+            delta,
+            before,
+            after: before.checked_add(&delta).expect("no overflow"),
+            counterparty: None,
+        });
+        unit.append::<Wallet, WalletError>(&mut w, wallet, &[event])?;
+        Ok(((), unit))
+    })
+    .await
+    .expect("planted");
 }
 
 /// Plant, as someone with database access would:
@@ -715,13 +747,15 @@ both_backends!(
         for c in [
             json!({"type": "FreezeForWithdrawal", "ref_type": "WITHDRAWAL", "ref_id": "wd-2", "amount_minor": 50}),
             json!({"type": "PayOutFrozen", "ref_type": "WITHDRAWAL", "ref_id": "wd-2", "amount_minor": 50}),
-            // Planted: wd-2's money leaves frozen a second time (wd-1 still holds 120).
-            json!({"type": "Unfreeze", "ref_type": "WITHDRAWAL", "ref_id": "wd-2", "amount_minor": 50}),
-            // Planted: a release of a withdrawal that never froze.
-            json!({"type": "Unfreeze", "ref_type": "WITHDRAWAL", "ref_id": "wd-9", "amount_minor": 10}),
         ] {
             run(&bus, "w-1", c).await;
         }
+        // The wallet refuses both now (FREEZE_NOT_OPEN); history written before that
+        // rule can still hold them, so they are planted past the command path.
+        // Planted: wd-2's money leaves frozen a second time (wd-1 still holds 120).
+        plant_unpaired(&db, "w-1", EntryType::WithdrawUnfreeze, "wd-2", 50).await;
+        // Planted: a release of a withdrawal that never froze.
+        plant_unpaired(&db, "w-1", EntryType::WithdrawUnfreeze, "wd-9", 10).await;
         let p = projections(&db).await;
         catch_up_wallet(&db.store, &p).await.unwrap();
         for page_rows in [reconcile::PAGE_ROWS, 1] {

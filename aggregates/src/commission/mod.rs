@@ -349,6 +349,7 @@ impl Commission {
                     InvariantViolation(format!("{} amount {amount_minor}: {e}", event.name()))
                 })?,
                 currency: Some(currency),
+                counterparty: None,
             })
         };
         let block = |reason: Option<String>| {

@@ -177,6 +177,7 @@ fn funds(ref_type: &str, ref_id: &str, amount: i64) -> MoveFunds {
         ref_id: id(ref_id),
         amount_minor: AmountMinor::parse(amount).unwrap(),
         currency: Some(idr()),
+        counterparty: None,
     }
 }
 

@@ -49,7 +49,8 @@ pub const CHART_VERSION: i32 = 2;
 /// The `ref_type` of a wallet payout (`FrozenPaidOut`) to a payout provider.
 pub const WITHDRAWAL_REF_TYPE: &str = "WITHDRAWAL";
 
-/// The provider a payout clears through until payouts name theirs.
+/// The provider of a payout whose movement names none (every payout written before
+/// withdrawals named their provider).
 pub const PROVIDER_UNASSIGNED: &str = "UNASSIGNED";
 
 /// `wallet:{wallet_id}:{bucket}`.
@@ -88,6 +89,7 @@ pub fn counter_account(
     entry: EntryType,
     ref_type: &str,
     ref_id: &str,
+    counterparty: Option<&str>,
     currency: Currency,
 ) -> String {
     match (entry, ref_type) {
@@ -99,9 +101,11 @@ pub fn counter_account(
             };
             system_account(kind, platform_of(ref_id), currency)
         }
-        (EntryType::WithdrawPayout, _) => {
-            system_account(AccountKind::ProviderClearing, PROVIDER_UNASSIGNED, currency)
-        }
+        (EntryType::WithdrawPayout, _) => system_account(
+            AccountKind::ProviderClearing,
+            counterparty.unwrap_or(PROVIDER_UNASSIGNED),
+            currency,
+        ),
         (_, other) => system_account(AccountKind::External, other, currency),
     }
 }
@@ -124,7 +128,10 @@ pub fn wallet_posting(wallet_id: &str, currency: Currency, event: &WalletEvent) 
     // A bucket the money leaves is debited (its balance, credit-normal, goes down);
     // the bucket it enters is credited. The outside world stands in for a missing side.
     let (from, to) = m.entry_type.moves();
-    let outside = || counter_account(m.entry_type, &m.ref_type, &m.ref_id, currency);
+    let outside = || {
+        let counterparty = m.counterparty.as_deref();
+        counter_account(m.entry_type, &m.ref_type, &m.ref_id, counterparty, currency)
+    };
     let debit = from.map_or_else(outside, |b| wallet_account(wallet_id, b));
     let credit = to.map_or_else(outside, |b| wallet_account(wallet_id, b));
     Some(Posting {

@@ -14,6 +14,7 @@ fn movement(entry_type: EntryType, ref_type: &str, ref_id: &str) -> Movement {
         delta: Buckets::default(),
         before: Buckets::default(),
         after: Buckets::default(),
+        counterparty: None,
     }
 }
 
@@ -258,4 +259,15 @@ fn every_campaign_fund_event_is_one_balanced_posting_between_its_budget_accounts
 #[test]
 fn a_quota_counted_in_orders_is_no_money_and_names_no_currency() {
     assert_eq!(campaign_currency(&fund_opened("ORDERS")), None);
+}
+
+#[test]
+fn a_payout_clears_through_the_provider_its_movement_names() {
+    let mut m = movement(EntryType::WithdrawPayout, WITHDRAWAL_REF_TYPE, "wd1");
+    m.counterparty = Some("xendit".into());
+    let p = wallet_posting("w1", idr(), &WalletEvent::FrozenPaidOut(m)).unwrap();
+    assert_eq!(
+        (p.debit.as_str(), p.credit.as_str()),
+        ("wallet:w1:frozen", "provider_clearing:xendit:IDR")
+    );
 }

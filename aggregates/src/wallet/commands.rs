@@ -21,6 +21,10 @@ pub struct MoveFunds {
         deserialize_with = "crate::money::iso_currency_opt"
     )]
     pub currency: Option<Currency>,
+    /// Who is on the other side outside the wallet, where the chart names one: the
+    /// payout provider of a `PayOutFrozen` (its clearing account takes the money).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counterparty: Option<BoundedId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,9 +61,11 @@ pub enum WalletCommand {
     ReversePending(MoveFunds),
     /// available -= amount, frozen += amount (`WITHDRAW_FREEZE`); refused while blocked.
     FreezeForWithdrawal(MoveFunds),
-    /// frozen -= amount, available += amount (withdrawal rejected or failed).
+    /// frozen -= amount, available += amount (withdrawal rejected or failed): only
+    /// the open freeze of the same reference, for exactly its amount.
     Unfreeze(MoveFunds),
-    /// frozen -= amount (the payout provider paid the withdrawal).
+    /// frozen -= amount (the payout provider paid the withdrawal): only the open
+    /// freeze of the same reference, for exactly its amount.
     PayOutFrozen(MoveFunds),
     /// available -= amount, risk_hold += amount.
     PlaceRiskHold(MoveFunds),

@@ -19,6 +19,10 @@ pub struct Movement {
     pub delta: Buckets,
     pub before: Buckets,
     pub after: Buckets,
+    /// The outside party of the movement where it has one (the payout provider of a
+    /// payout); absent in every event written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counterparty: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

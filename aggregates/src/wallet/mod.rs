@@ -29,6 +29,11 @@ pub struct Wallet {
     pub balances: Buckets,
     /// Active withdrawal blocks keyed by `ref_type/ref_id`.
     pub withdrawal_blocks: BTreeMap<String, WithdrawalBlock>,
+    /// Money frozen and not yet given back or paid out, per freeze reference
+    /// (`ref_type/ref_id`, e.g. `WITHDRAWAL/wd-1`): frozen money leaves only through
+    /// the reference that froze it, for exactly this amount, once.
+    #[serde(default)]
+    pub open_freezes: BTreeMap<String, i64>,
 }
 
 /// A reference that currently blocks withdrawals (e.g. a recovery-risk record).
@@ -66,6 +71,16 @@ pub enum WalletError {
     BlockNotFound { block: String },
     #[error("reason is longer than {max} bytes")]
     ReasonTooLong { max: usize },
+    #[error("{freeze} is already frozen ({frozen_minor}); it is unfrozen or paid out before it is frozen again")]
+    FreezeAlreadyOpen { freeze: String, frozen_minor: i64 },
+    #[error("no open freeze {freeze} on this wallet: frozen money leaves only through the reference that froze it (never frozen, or already unfrozen or paid out)")]
+    FreezeNotOpen { freeze: String },
+    #[error("{freeze} froze {frozen_minor}; it is unfrozen or paid out for exactly that amount, not {amount_minor}")]
+    FreezeAmountMismatch {
+        freeze: String,
+        frozen_minor: i64,
+        amount_minor: i64,
+    },
 }
 
 impl WalletError {
@@ -81,6 +96,9 @@ impl WalletError {
             WalletError::AlreadyBlocked { .. } => "WITHDRAWALS_ALREADY_BLOCKED",
             WalletError::BlockNotFound { .. } => "WITHDRAWAL_BLOCK_NOT_FOUND",
             WalletError::ReasonTooLong { .. } => "REASON_TOO_LONG",
+            WalletError::FreezeAlreadyOpen { .. } => "FREEZE_ALREADY_OPEN",
+            WalletError::FreezeNotOpen { .. } => "FREEZE_NOT_OPEN",
+            WalletError::FreezeAmountMismatch { .. } => "FREEZE_AMOUNT_MISMATCH",
         }
     }
 
@@ -97,6 +115,10 @@ impl WalletError {
                 Some("ref_id")
             }
             WalletError::ReasonTooLong { .. } => Some("reason"),
+            WalletError::FreezeAlreadyOpen { .. } | WalletError::FreezeNotOpen { .. } => {
+                Some("ref_id")
+            }
+            WalletError::FreezeAmountMismatch { .. } => Some("amount_minor"),
         }
     }
 }
@@ -127,6 +149,7 @@ impl Wallet {
             });
         }
         let amount_minor = cmd.amount_minor.get();
+        self.check_pairing(entry_type, &cmd, amount_minor)?;
         let delta = entry_type.delta(amount_minor);
         let before = self.balances;
         let (from, to) = entry_type.moves();
@@ -151,12 +174,69 @@ impl Wallet {
             delta,
             before,
             after,
+            counterparty: cmd.counterparty.map(|c| c.as_str().to_owned()),
         })])
+    }
+
+    /// Frozen money is paired with the reference that froze it (issue 17 item 2): a
+    /// freeze opens its reference, and an unfreeze or a payout closes exactly that
+    /// open freeze, for exactly its amount — each at most once, never both.
+    fn check_pairing(
+        &self,
+        entry_type: EntryType,
+        cmd: &MoveFunds,
+        amount_minor: i64,
+    ) -> Result<(), WalletError> {
+        let freeze = block_key(cmd.ref_type.as_str(), cmd.ref_id.as_str());
+        let open = self.open_freezes.get(&freeze).copied();
+        match (entry_type, open) {
+            (EntryType::WithdrawFreeze, Some(frozen_minor)) => {
+                Err(WalletError::FreezeAlreadyOpen {
+                    freeze,
+                    frozen_minor,
+                })
+            }
+            (EntryType::WithdrawUnfreeze | EntryType::WithdrawPayout, None) => {
+                Err(WalletError::FreezeNotOpen { freeze })
+            }
+            (EntryType::WithdrawUnfreeze | EntryType::WithdrawPayout, Some(frozen_minor))
+                if frozen_minor != amount_minor =>
+            {
+                Err(WalletError::FreezeAmountMismatch {
+                    freeze,
+                    frozen_minor,
+                    amount_minor,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Open or close the freeze a movement names. A close of a reference with no
+    /// open freeze, or for another amount, can only come from history written before
+    /// pairing was enforced: it takes what it names, down to nothing.
+    fn track_freeze(&mut self, m: &Movement) {
+        let key = block_key(&m.ref_type, &m.ref_id);
+        match m.entry_type {
+            EntryType::WithdrawFreeze => {
+                *self.open_freezes.entry(key).or_insert(0) += m.amount_minor;
+            }
+            EntryType::WithdrawUnfreeze | EntryType::WithdrawPayout => {
+                if let Some(open) = self.open_freezes.get_mut(&key) {
+                    *open -= m.amount_minor;
+                    if *open <= 0 {
+                        self.open_freezes.remove(&key);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }
 
 impl Decide for Wallet {
-    const SNAPSHOT_VERSION: i32 = 1;
+    /// 2: `open_freezes` (a version-1 snapshot lacks them and is ignored).
+    const SNAPSHOT_VERSION: i32 = 2;
     /// Every wallet movement is a money fact users and finance are told about.
     const OUTBOX: bool = true;
 
@@ -345,6 +425,7 @@ impl Aggregate for Wallet {
             other => {
                 if let Some(m) = other.as_movement() {
                     self.balances = m.after;
+                    self.track_freeze(m);
                 }
             }
         }

@@ -71,6 +71,7 @@ fn funds(ref_type: &str, ref_id: &str, amount_minor: i64) -> MoveFunds {
         ref_id: id(ref_id),
         amount_minor: amount(amount_minor),
         currency: None,
+        counterparty: None,
     }
 }
 
@@ -106,6 +107,7 @@ fn movement(
         delta,
         before,
         after,
+        counterparty: None,
     }
 }
 
@@ -131,6 +133,7 @@ fn movement_commands() -> Vec<(MoveCmd, EntryType)> {
 
 /// A consistent event history for `given`: an opened wallet, then movements whose
 /// before/after follow from the previous balance.
+#[derive(Clone)]
 struct History {
     events: Vec<WalletEvent>,
     balances: Buckets,
@@ -144,7 +147,17 @@ impl History {
         }
     }
 
-    fn moved(mut self, entry_type: EntryType, ref_id: &str, amount_minor: i64) -> Self {
+    fn moved(self, entry_type: EntryType, ref_id: &str, amount_minor: i64) -> Self {
+        self.moved_ref(entry_type, "SETUP", ref_id, amount_minor)
+    }
+
+    fn moved_ref(
+        mut self,
+        entry_type: EntryType,
+        ref_type: &str,
+        ref_id: &str,
+        amount_minor: i64,
+    ) -> Self {
         let delta = entry_type.delta(amount_minor);
         let before = self.balances;
         let after = before.checked_add(&delta).expect("given history overflows");
@@ -154,7 +167,7 @@ impl History {
             "given history goes negative"
         );
         self.events.push(WalletEvent::movement(movement(
-            "SETUP",
+            ref_type,
             ref_id,
             entry_type,
             amount_minor,
@@ -190,6 +203,17 @@ impl History {
         }
         assert_eq!(h.balances, b);
         h
+    }
+
+    /// `ref_type/ref_id` freezes `amount_minor` of available.
+    fn frozen_by(self, ref_type: &str, ref_id: &str, amount_minor: i64) -> Self {
+        self.moved_ref(EntryType::WithdrawFreeze, ref_type, ref_id, amount_minor)
+    }
+
+    /// A payout no freeze opened, as history written before pairing was enforced
+    /// holds them: it leaves every open freeze as it was.
+    fn legacy_payout(self, ref_id: &str, amount_minor: i64) -> Self {
+        self.moved_ref(EntryType::WithdrawPayout, "LEGACY", ref_id, amount_minor)
     }
 
     fn blocked(mut self, ref_type: &str, ref_id: &str) -> Self {
@@ -378,7 +402,11 @@ fn freezing_for_withdrawal_moves_available_to_frozen() {
 #[test]
 fn unfreezing_returns_frozen_money_to_available() {
     wallet_test()
-        .given(History::with_balances(bal(0, 100, 1500, 7)).events())
+        .given(
+            History::with_balances(bal(0, 1600, 0, 7))
+                .frozen_by("WITHDRAWAL", "w-1", 1500)
+                .events(),
+        )
         .when(WalletCommand::Unfreeze(funds("WITHDRAWAL", "w-1", 1500)))
         .then_expect_events(vec![WalletEvent::WithdrawalUnfrozen(movement(
             "WITHDRAWAL",
@@ -394,7 +422,11 @@ fn unfreezing_returns_frozen_money_to_available() {
 #[test]
 fn paying_out_frozen_money_removes_it_from_the_wallet() {
     wallet_test()
-        .given(History::with_balances(bal(0, 100, 2000, 0)).events())
+        .given(
+            History::with_balances(bal(0, 1600, 500, 0))
+                .frozen_by("WITHDRAWAL", "w-1", 1500)
+                .events(),
+        )
         .when(WalletCommand::PayOutFrozen(funds(
             "WITHDRAWAL",
             "w-1",
@@ -572,8 +604,18 @@ fn debiting_more_than_a_bucket_holds_is_refused_for_every_debited_bucket() {
     for (cmd, balances, bucket, balance_minor) in rows {
         let command = cmd(funds("REF", "x-1", 1500));
         let name = command.name();
+        let history = match command {
+            // The freeze of REF/x-1 is open for 1,500, but a payout written before
+            // pairing was enforced left the frozen bucket one unit short of it.
+            WalletCommand::Unfreeze(_) | WalletCommand::PayOutFrozen(_) => {
+                History::with_balances(bal(9000, 10_500, 0, 9000))
+                    .frozen_by("REF", "x-1", 1500)
+                    .legacy_payout("old-1", 1)
+            }
+            _ => History::with_balances(balances),
+        };
         let result = wallet_test()
-            .given(History::with_balances(balances).events())
+            .given(history.events())
             .when(command)
             .inspect_result();
         assert_eq!(
@@ -592,9 +634,9 @@ fn debiting_more_than_a_bucket_holds_is_refused_for_every_debited_bucket() {
 fn debiting_an_empty_bucket_on_a_fresh_wallet_is_refused() {
     wallet_test()
         .given(vec![opened_event()])
-        .when(WalletCommand::PayOutFrozen(funds("WITHDRAWAL", "w-1", 1)))
+        .when(WalletCommand::ReleasePending(funds("COMMISSION", "c-1", 1)))
         .then_expect_error(WalletError::InsufficientBalance {
-            bucket: "frozen",
+            bucket: "pending",
             balance_minor: 0,
             amount_minor: 1,
         });
@@ -922,7 +964,10 @@ fn every_movement_other_than_freeze_is_still_allowed_while_blocked() {
             continue;
         }
         let before = bal(5000, 5000, 5000, 5000);
-        let history = History::with_balances(before).blocked("RISK_REVIEW", "r-1");
+        // Unfreeze and payout close the open freeze of the reference they name.
+        let history = History::with_balances(bal(5000, 6500, 3500, 5000))
+            .frozen_by("REF", "x-1", 1500)
+            .blocked("RISK_REVIEW", "r-1");
         let expected_delta = entry_type.delta(1500);
         let expected_after = before.checked_add(&expected_delta).unwrap();
         wallet_test()
@@ -945,7 +990,8 @@ fn paying_out_an_already_frozen_withdrawal_is_allowed_while_blocked() {
     // Freeze is the gate; money frozen before the block may still leave.
     wallet_test()
         .given(
-            History::with_balances(bal(0, 0, 1500, 0))
+            History::with_balances(bal(0, 1500, 0, 0))
+                .frozen_by("WITHDRAWAL", "w-1", 1500)
                 .blocked("RISK_REVIEW", "r-1")
                 .events(),
         )
@@ -1091,9 +1137,9 @@ fn balances_are_conserved_across_a_long_mixed_sequence_of_commands() {
         C::ReleaseRiskHold(funds("RISK_REVIEW", "r-1", 600)),
         C::UnblockWithdrawals(block_ref("RISK_REVIEW", "r-1", None)),
         C::FreezeForWithdrawal(funds("WITHDRAWAL", "w-2", 3_000)),
-        C::Unfreeze(funds("WITHDRAWAL", "w-2", 1_000)),
-        C::PayOutFrozen(funds("WITHDRAWAL", "w-2", 2_000)),
-        C::PayOutFrozen(funds("WITHDRAWAL", "w-2", 1)), // refused: frozen is empty
+        C::Unfreeze(funds("WITHDRAWAL", "w-2", 1_000)), // refused: w-2 froze 3_000
+        C::PayOutFrozen(funds("WITHDRAWAL", "w-2", 3_000)),
+        C::PayOutFrozen(funds("WITHDRAWAL", "w-2", 1)), // refused: w-2 is paid out
         C::ReleaseRiskHold(funds("RISK_REVIEW", "r-1", 401)), // refused: hold is 400
         C::ReleaseRiskHold(funds("RISK_REVIEW", "r-1", 400)),
         C::CreditPending(funds_in("COMMISSION", "c-4", 5, usd())), // refused: currency
@@ -1166,15 +1212,15 @@ fn balances_are_conserved_across_a_long_mixed_sequence_of_commands() {
             );
         }
     }
-    assert_eq!(refused, 7);
-    assert_eq!(accepted, 32 - 7);
+    assert_eq!(refused, 8);
+    assert_eq!(accepted, 32 - 8);
     assert_eq!(
         delta_sum, wallet.balances,
         "sum of deltas != final balances"
     );
     // Hand-computed end state: in = 10_000 + 2_500 + 7_777 + 5 = 20_282,
-    // out = 500 + 4_000 + 2_000 + 5 = 6_505, total 13_777.
-    assert_eq!(wallet.balances, bal(0, 12_777, 1_000, 0));
+    // out = 500 + 4_000 + 3_000 + 5 = 7_505, total 12_777.
+    assert_eq!(wallet.balances, bal(0, 11_777, 1_000, 0));
     assert!(wallet.withdrawal_blocks.is_empty());
 }
 
@@ -1283,4 +1329,145 @@ fn movements_carry_a_unique_ledger_ref_and_other_events_do_not() {
         }),
         None
     );
+}
+
+// ---------------------------------------------------------------------------------
+// Withdrawal pairing (issue 17 item 2): frozen money leaves only through the
+// reference that froze it, for exactly its amount, once.
+// ---------------------------------------------------------------------------------
+
+fn frozen_w1() -> History {
+    History::with_balances(bal(0, 5000, 0, 0)).frozen_by("WITHDRAWAL", "w-1", 1500)
+}
+
+#[test]
+fn frozen_money_leaves_only_through_its_own_open_freeze() {
+    let not_open = |r: &str| WalletError::FreezeNotOpen {
+        freeze: format!("WITHDRAWAL/{r}"),
+    };
+    type Row = (&'static str, History, WalletCommand, WalletError);
+    let rows: Vec<Row> = vec![
+        (
+            "an unfreeze of a reference that never froze",
+            frozen_w1(),
+            WalletCommand::Unfreeze(funds("WITHDRAWAL", "w-2", 1500)),
+            not_open("w-2"),
+        ),
+        (
+            "a payout of a reference that never froze",
+            frozen_w1(),
+            WalletCommand::PayOutFrozen(funds("WITHDRAWAL", "w-2", 1500)),
+            not_open("w-2"),
+        ),
+        (
+            "a payout after the unfreeze",
+            frozen_w1().moved_ref(EntryType::WithdrawUnfreeze, "WITHDRAWAL", "w-1", 1500),
+            WalletCommand::PayOutFrozen(funds("WITHDRAWAL", "w-1", 1500)),
+            not_open("w-1"),
+        ),
+        (
+            "an unfreeze after the payout",
+            frozen_w1().moved_ref(EntryType::WithdrawPayout, "WITHDRAWAL", "w-1", 1500),
+            WalletCommand::Unfreeze(funds("WITHDRAWAL", "w-1", 1500)),
+            not_open("w-1"),
+        ),
+        (
+            "a second unfreeze",
+            frozen_w1().moved_ref(EntryType::WithdrawUnfreeze, "WITHDRAWAL", "w-1", 1500),
+            WalletCommand::Unfreeze(funds("WITHDRAWAL", "w-1", 1500)),
+            not_open("w-1"),
+        ),
+        (
+            "a part of the frozen amount",
+            frozen_w1(),
+            WalletCommand::Unfreeze(funds("WITHDRAWAL", "w-1", 500)),
+            WalletError::FreezeAmountMismatch {
+                freeze: "WITHDRAWAL/w-1".into(),
+                frozen_minor: 1500,
+                amount_minor: 500,
+            },
+        ),
+        (
+            "more than the frozen amount",
+            frozen_w1().frozen_by("WITHDRAWAL", "w-9", 100),
+            WalletCommand::PayOutFrozen(funds("WITHDRAWAL", "w-1", 1600)),
+            WalletError::FreezeAmountMismatch {
+                freeze: "WITHDRAWAL/w-1".into(),
+                frozen_minor: 1500,
+                amount_minor: 1600,
+            },
+        ),
+        (
+            "a second freeze of an open reference",
+            frozen_w1(),
+            WalletCommand::FreezeForWithdrawal(funds("WITHDRAWAL", "w-1", 100)),
+            WalletError::FreezeAlreadyOpen {
+                freeze: "WITHDRAWAL/w-1".into(),
+                frozen_minor: 1500,
+            },
+        ),
+    ];
+    for (why, history, command, error) in rows {
+        let code = error.code();
+        let result = wallet_test()
+            .given(history.events())
+            .when(command)
+            .inspect_result();
+        assert_eq!(result, Err(error), "{why}");
+        assert_eq!(
+            crate::Refusal::kind(&result.unwrap_err()),
+            crate::RefusalKind::Conflict,
+            "{why}: 409 {code}"
+        );
+    }
+}
+
+#[test]
+fn a_payout_names_its_provider_for_the_clearing_account() {
+    let mut pay = funds("WITHDRAWAL", "w-1", 1500);
+    pay.counterparty = Some(id("xendit"));
+    let events = frozen_w1()
+        .wallet()
+        .decide(WalletCommand::PayOutFrozen(pay))
+        .unwrap();
+    let m = events[0].as_movement().unwrap();
+    assert_eq!(m.counterparty.as_deref(), Some("xendit"));
+    let wallet = {
+        let mut w = frozen_w1().wallet();
+        w.apply(events[0].clone());
+        w
+    };
+    assert!(wallet.open_freezes.is_empty(), "the payout closed w-1");
+}
+
+#[test]
+fn history_written_before_pairing_still_loads_and_keeps_what_it_left_open() {
+    // Before pairing, w-1 froze 1,500 and was given back in two parts; w-2 paid out
+    // money no freeze of its own held.
+    let history = History::with_balances(bal(0, 5000, 0, 0))
+        .frozen_by("WITHDRAWAL", "w-1", 1500)
+        .moved_ref(EntryType::WithdrawUnfreeze, "WITHDRAWAL", "w-1", 500)
+        .frozen_by("WITHDRAWAL", "w-3", 200)
+        .legacy_payout("w-2", 100);
+    let wallet = history.clone().wallet();
+    assert_eq!(
+        wallet.open_freezes,
+        BTreeMap::from([
+            ("WITHDRAWAL/w-1".to_owned(), 1000),
+            ("WITHDRAWAL/w-3".to_owned(), 200),
+        ])
+    );
+    // What is left open closes like any freeze: exactly, once.
+    wallet_test()
+        .given(history.events())
+        .when(WalletCommand::Unfreeze(funds("WITHDRAWAL", "w-1", 1000)))
+        .then_expect_events(vec![WalletEvent::WithdrawalUnfrozen(movement(
+            "WITHDRAWAL",
+            "w-1",
+            EntryType::WithdrawUnfreeze,
+            1000,
+            bal(0, 1000, -1000, 0),
+            bal(0, 3800, 1100, 0),
+            bal(0, 4800, 100, 0),
+        ))]);
 }

@@ -53,6 +53,7 @@ impl JobHandler for Fenced {
             ref_id: BoundedId::parse(&job.code).map_err(|e| JobFailure::new(e.to_string()))?,
             amount_minor: AmountMinor::parse(1).map_err(|e| JobFailure::new(e.to_string()))?,
             currency: None,
+            counterparty: None,
         });
         let mut env = CommandEnvelope::new(wallet, command, super::metadata());
         env.fence = Some(job.fence());

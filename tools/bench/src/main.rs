@@ -346,6 +346,7 @@ async fn seed(store: &DynStore, have: u64, target: u64, per_wallet: u64) -> anyh
                     ref_id: id(&format!("c{n}-{j}")),
                     amount_minor: AmountMinor::parse(100 + j as i64)?,
                     currency: None,
+                    counterparty: None,
                 };
                 if k % 2 == 1 {
                     WalletCommand::CreditPending(moved)
@@ -563,6 +564,7 @@ async fn run(
                     ref_id: id(&format!("c{c}-{n}")),
                     amount_minor: AmountMinor::parse(1).expect("1 is positive"),
                     currency: None,
+                    counterparty: None,
                 });
                 let t = Instant::now();
                 let r = bus
