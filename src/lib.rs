@@ -16,6 +16,7 @@ pub mod bill;
 pub mod callbacks;
 pub mod ledger;
 pub mod ops;
+pub mod payouts;
 pub mod wallet;
 
 pub mod server;

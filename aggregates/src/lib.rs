@@ -26,6 +26,7 @@ pub mod money;
 pub mod refusal;
 pub mod upcast;
 pub mod wallet;
+pub mod withdrawal;
 
 pub use decide::{Decide, InvariantViolation};
 pub use money::{iso_currency, iso_currency_opt, AmountMinor, BoundedId, Currency, ParseError};

@@ -57,6 +57,9 @@ refusal_by_code!(
     crate::invite::InviteError,
     crate::campaign::CampaignError,
     crate::admin_action::AdminError,
+    crate::withdrawal::WithdrawalError,
+    crate::withdrawal::limits::LimitError,
+    crate::withdrawal::profile::ProfileError,
 );
 
 impl Refusal for crate::bill::BillError {

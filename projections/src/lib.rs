@@ -11,6 +11,7 @@ pub mod bill;
 pub mod ledger;
 pub mod table;
 pub mod wallet;
+pub mod withdrawals;
 
 use serde_json::Value;
 

@@ -28,9 +28,11 @@ pub const BATCH_EVENTS_MAX: i64 = crate::runtime::projection::BATCH_EVENTS_MAX;
 /// A shared projector.
 pub type DynProjector = Arc<dyn Projector>;
 
-/// Every generic projector `serve` runs (the affiliate ones).
+/// Every generic projector `serve` runs (the affiliate ones and withdrawals).
 pub fn all() -> Vec<DynProjector> {
-    factledger_projections::affiliate::all()
+    let mut all = factledger_projections::affiliate::all();
+    all.extend(factledger_projections::withdrawals::all());
+    all
 }
 
 /// The generic projector called `name`, if there is one.

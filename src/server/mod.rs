@@ -110,6 +110,10 @@ pub struct ServeOptions {
     /// Timeouts, connection cap and per-key rate limit of the HTTP listener (default:
     /// the named constants of [`crate::runtime::http::limits`]).
     pub http_limits: crate::runtime::http::limits::HttpLimits,
+    /// Withdrawals: the request-time settings, and the payout provider the worker
+    /// pays through (without one, approved withdrawals wait in PAYOUT_PENDING).
+    pub payouts: crate::payouts::Payouts,
+    pub payout_provider: Option<Arc<dyn crate::payouts::provider::PayoutProvider>>,
 }
 
 /// When settlement fires (`serve --settlement-every`).
@@ -277,6 +281,20 @@ pub async fn job_engine(
         )?;
         kinds.push((&crate::affiliate::sync::PLATFORM_SYNC, Arc::new(handler)));
     }
+    if let Some(provider) = &options.payout_provider {
+        // The payout worker (R-PAY-3): one job per approved withdrawal.
+        kinds.push((
+            &crate::payouts::worker::PAYOUT,
+            Arc::new(crate::payouts::worker::PayoutHandler::new(
+                db.store.clone(),
+                provider.clone(),
+                crate::affiliate::service_metadata(
+                    crate::payouts::worker::WORKER_ACTOR,
+                    country_code,
+                ),
+            )),
+        ));
+    }
     let engine = crate::infra::jobs::Engine::new(db.db.clone(), db.store.clone(), config, kinds)?;
     let _ = slot.set(engine.downgrade());
     Ok(engine)
@@ -442,6 +460,7 @@ pub async fn start_with(
         parts: Arc::new({
             let mut parts = axum::http::Extensions::new();
             parts.insert(options.callbacks.clone());
+            parts.insert(options.payouts.clone());
             parts
         }),
         limits: Arc::new(crate::runtime::http::limits::Limits::new(

@@ -13,9 +13,6 @@ use factledger_aggregates::wallet::{WalletCommand, WalletError};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-/// Longest accepted `Idempotency-Key`.
-pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 128;
-
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CommandResponse {
     pub wallet_id: String,
@@ -47,24 +44,6 @@ pub struct WalletView {
     pub withdrawal_blocks: Vec<BlockView>,
     /// Global position the projection reflects.
     pub position: i64,
-}
-
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Problem> {
-    let Some(v) = headers.get("idempotency-key") else {
-        return Ok(None);
-    };
-    let key = v.to_str().ok().map(str::trim).unwrap_or("");
-    let ok = !key.is_empty()
-        && key.len() <= IDEMPOTENCY_KEY_LEN_MAX
-        && key.bytes().all(|b| b.is_ascii_graphic());
-    if !ok {
-        return Err(Problem::invalid(
-            "INVALID_FIELD",
-            "Idempotency-Key",
-            format!("must be 1 to {IDEMPOTENCY_KEY_LEN_MAX} visible ASCII characters"),
-        ));
-    }
-    Ok(Some(key.to_owned()))
 }
 
 /// Send one command to a wallet.
@@ -113,7 +92,7 @@ pub async fn post_command(
     let command = WalletCommand::parse_json(value)
         .map_err(|e| Problem::invalid(e.code, &e.field, e.message))?;
     tracing::Span::current().record("command", command.name());
-    let key = idempotency_key(&headers)?;
+    let key = crate::runtime::http::idempotency_key(&headers)?;
     // Scoped to the caller (F6): another key's record is never found, replayed or
     // compared against this request.
     let idempotency = key.clone().map(|key| IdempotencyRow {

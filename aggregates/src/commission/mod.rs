@@ -30,6 +30,7 @@ use crate::affiliate_values::{OrderSignal, OrderStatus};
 use crate::commission_rules::RuleSnapshot;
 use crate::decide::{Decide, InvariantViolation, LedgerRef};
 use crate::money::{AmountMinor, BoundedId, Currency};
+pub use crate::wallet::WalletEffect;
 use crate::wallet::{BlockRef, MoveFunds, WalletCommand};
 use chrono::{DateTime, TimeDelta, Utc};
 use cqrs_es::event_sink::EventSink;
@@ -75,13 +76,6 @@ pub struct CommissionState {
     pub rules: RuleSnapshot,
     /// The newest order revision applied; signals at or below it are ignored.
     pub last_order_revision: u32,
-}
-
-/// The wallet command a commission event requires, and the wallet it goes to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WalletEffect {
-    pub wallet_id: BoundedId,
-    pub command: WalletCommand,
 }
 
 /// Why a commission command was refused. Nothing is written when a command is

@@ -36,6 +36,14 @@ pub struct Wallet {
     pub open_freezes: BTreeMap<String, i64>,
 }
 
+/// A wallet command another aggregate's event requires, and the wallet it goes to:
+/// the unit of work that appends the event appends this command's events too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalletEffect {
+    pub wallet_id: crate::money::BoundedId,
+    pub command: WalletCommand,
+}
+
 /// A reference that currently blocks withdrawals (e.g. a recovery-risk record).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WithdrawalBlock {

@@ -304,3 +304,26 @@ pub struct WriteResponse {
     /// as `min_position` to read your write.
     pub position: i64,
 }
+
+/// Longest accepted `Idempotency-Key`.
+pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 128;
+
+/// The request's `Idempotency-Key`, if it sent one: 1 to [`IDEMPOTENCY_KEY_LEN_MAX`]
+/// visible ASCII characters.
+pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, Problem> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = v.to_str().ok().map(str::trim).unwrap_or("");
+    let ok = !key.is_empty()
+        && key.len() <= IDEMPOTENCY_KEY_LEN_MAX
+        && key.bytes().all(|b| b.is_ascii_graphic());
+    if !ok {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "Idempotency-Key",
+            format!("must be 1 to {IDEMPOTENCY_KEY_LEN_MAX} visible ASCII characters"),
+        ));
+    }
+    Ok(Some(key.to_owned()))
+}
