@@ -419,7 +419,7 @@ impl PayoutProvider for XenditProvider {
         (outcome, record("create", sent, &answer, start))
     }
 
-    #[tracing::instrument(skip_all, fields(provider = NAME, reference))]
+    #[tracing::instrument(skip_all, fields(provider = NAME, %reference))]
     async fn query(&self, reference: &str) -> (QueryOutcome, CallRecord) {
         let start = Instant::now();
         let answer = self

@@ -537,3 +537,34 @@ async fn it_binds_loopback_only_and_shuts_down() {
     sim.shutdown().await;
     assert!(reqwest::get(&url).await.is_err());
 }
+
+/// The benchmark's load, by hand: `cargo test -p payout-sim --release -- --ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a load check, run by hand"]
+async fn ten_thousand_payouts_complete_end_to_end_within_a_minute() {
+    const PAYOUTS: usize = 10_000;
+    const IN_FLIGHT_MAX: usize = 64;
+    let h = Arc::new(harness().await);
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..PAYOUTS {
+        if tasks.len() >= IN_FLIGHT_MAX {
+            assert_eq!(tasks.join_next().await.unwrap().unwrap(), 200);
+        }
+        let h = h.clone();
+        tasks.spawn(async move { h.create(&format!("load-{i}")).await.0 });
+    }
+    while let Some(status) = tasks.join_next().await {
+        assert_eq!(status.unwrap(), 200);
+    }
+    for _ in 0..6_000 {
+        if h.receiver.got.lock().unwrap().len() >= PAYOUTS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(h.receiver.got().len(), PAYOUTS);
+    let elapsed = start.elapsed();
+    eprintln!("{PAYOUTS} payouts created and called back in {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(60));
+}
