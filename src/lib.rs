@@ -3,7 +3,8 @@
 //! Three layers, each importing only downward: [`infra`] (event store, the database
 //! handle, jobs, outbox, auth, telemetry) → [`runtime`] (command bus, unit of work,
 //! projection runner, rebuild, reconciliation, the HTTP plumbing) → one folder per
-//! capability ([`wallet`], [`affiliate`], [`bill`], [`callbacks`], [`audit`], [`ops`]).
+//! capability ([`wallet`], [`affiliate`], [`bill`], [`callbacks`], [`payouts`], [`audit`],
+//! [`ops`]).
 //! Only the composition root ([`server`], `main.rs`) knows every capability.
 #![forbid(unsafe_code)]
 

@@ -19,6 +19,7 @@ pub mod reads;
 pub mod units;
 pub mod webhook;
 pub mod worker;
+pub mod xendit;
 
 use std::sync::Arc;
 

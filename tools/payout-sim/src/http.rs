@@ -1,0 +1,275 @@
+//! The routes: the provider API (`/disbursements`, `/reports/disbursements`) and the
+//! control API (`/control/…`). Shapes are documented in the crate docs.
+
+use crate::deliver::GARBAGE_BODY;
+use crate::model::{CreateRequest, Disbursement, Fault, Status, IDEMPOTENCY_KEY_CHARS_MAX};
+use crate::sim::{ControlError, CreateVerdict, Endpoint, Sim};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::NaiveDate;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// The header carrying the idempotency key of a create.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "x-idempotency-key";
+
+fn error(status: u16, error_code: &str, message: impl Into<String>) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = json!({"error_code": error_code, "message": message.into()});
+    (code, Json(body)).into_response()
+}
+
+fn status_json(status: u16, body: Value) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, Json(body)).into_response()
+}
+
+fn unauthorized() -> Response {
+    error(
+        401,
+        "INVALID_API_KEY",
+        "Authorization must be Basic base64(<secret key>:)",
+    )
+}
+
+fn not_found() -> Response {
+    error(
+        404,
+        "DIRECT_DISBURSEMENT_NOT_FOUND_ERROR",
+        "no disbursement matches",
+    )
+}
+
+fn authorization(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+}
+
+async fn create(State(sim): State<Sim>, headers: HeaderMap, body: Bytes) -> Response {
+    if !sim.admit(Endpoint::Create, authorization(&headers)) {
+        return unauthorized();
+    }
+    let key = headers
+        .get(IDEMPOTENCY_KEY_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|k| !k.is_empty() && k.chars().count() <= IDEMPOTENCY_KEY_CHARS_MAX);
+    let Some(key) = key else {
+        return error(
+            400,
+            "API_VALIDATION_ERROR",
+            format!("X-IDEMPOTENCY-KEY is required (1 to {IDEMPOTENCY_KEY_CHARS_MAX} characters)"),
+        );
+    };
+    let request = match CreateRequest::parse(&body) {
+        Ok(r) => r,
+        Err(message) => return error(400, "API_VALIDATION_ERROR", message),
+    };
+    match sim.create(key, request) {
+        CreateVerdict::Refused { status, body } => status_json(status, body),
+        CreateVerdict::Accepted {
+            disbursement,
+            created,
+            fault,
+        } => act_out(&sim, &disbursement, created, fault).await,
+    }
+}
+
+/// Answers an accepted create as its fault says; starts the settlement of a new one.
+async fn act_out(sim: &Sim, d: &Disbursement, created: bool, fault: Option<Fault>) -> Response {
+    let settle = || {
+        if created {
+            sim.spawn_settlement(d.id.clone());
+        }
+    };
+    let generation = sim.generation();
+    match fault {
+        Some(Fault::AcceptThenTimeout { delay_ms }) => {
+            settle();
+            sim.sleep(generation, delay_ms).await;
+            Json(d.answer()).into_response()
+        }
+        Some(Fault::Error5xxAfterAccept { status }) => {
+            settle();
+            error(status, "SERVER_ERROR", "scripted failure after accepting")
+        }
+        Some(Fault::GarbageBody) => {
+            settle();
+            (StatusCode::OK, GARBAGE_BODY).into_response()
+        }
+        Some(Fault::SlowSuccess { delay_ms }) => {
+            sim.sleep(generation, delay_ms).await;
+            settle();
+            Json(d.answer()).into_response()
+        }
+        Some(Fault::WebhookBeforeResponse) if created => {
+            // The answer is the one computed at acceptance (PENDING), held back until
+            // the callbacks were delivered.
+            sim.settle_now(&d.id).await;
+            Json(d.answer()).into_response()
+        }
+        _ => {
+            settle();
+            Json(d.answer()).into_response()
+        }
+    }
+}
+
+async fn query(
+    State(sim): State<Sim>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if !sim.admit(Endpoint::Query, authorization(&headers)) {
+        return unauthorized();
+    }
+    let Some(external_id) = q.get("external_id").filter(|e| !e.is_empty()) else {
+        return error(400, "API_VALIDATION_ERROR", "external_id is required");
+    };
+    let found = sim.by_external_id(external_id);
+    if found.is_empty() {
+        return not_found();
+    }
+    Json(found.iter().map(Disbursement::answer).collect::<Vec<_>>()).into_response()
+}
+
+async fn get_one(State(sim): State<Sim>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if !sim.admit(Endpoint::Get, authorization(&headers)) {
+        return unauthorized();
+    }
+    match sim.by_id(&id) {
+        Some(d) => Json(d.answer()).into_response(),
+        None => not_found(),
+    }
+}
+
+async fn report(
+    State(sim): State<Sim>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if !sim.admit(Endpoint::Report, authorization(&headers)) {
+        return unauthorized();
+    }
+    let date = q
+        .get("date")
+        .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
+    let Some(date) = date else {
+        return error(
+            400,
+            "API_VALIDATION_ERROR",
+            "date is required, as YYYY-MM-DD",
+        );
+    };
+    let rows: Vec<Value> = sim
+        .report(date)
+        .iter()
+        .map(Disbursement::report_row)
+        .collect();
+    Json(rows).into_response()
+}
+
+/// One entry of `POST /control/faults`.
+#[derive(Deserialize)]
+struct ExternalIdFault {
+    external_id: String,
+    #[serde(flatten)]
+    fault: Fault,
+}
+
+#[derive(Deserialize)]
+struct FaultsBody {
+    faults: Vec<ExternalIdFault>,
+}
+
+#[derive(Deserialize)]
+struct SettingsBody {
+    complete_after_ms: Option<u64>,
+    callback_url: Option<String>,
+    callback_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CompleteBody {
+    external_id: String,
+    status: Status,
+    failure_code: Option<String>,
+}
+
+fn control_error(e: ControlError) -> Response {
+    match e {
+        ControlError::BadRequest(m) => error(400, "BAD_REQUEST", m),
+        ControlError::NotFound(m) => error(404, "NOT_FOUND", m),
+    }
+}
+
+fn ok() -> Response {
+    Json(json!({"ok": true})).into_response()
+}
+
+async fn faults(State(sim): State<Sim>, Json(b): Json<FaultsBody>) -> Response {
+    // Check every fault first, so a refused list queues nothing.
+    if let Some(bad) = b.faults.iter().find_map(|f| f.fault.check().err()) {
+        return error(400, "BAD_REQUEST", bad);
+    }
+    for f in b.faults {
+        if let Err(e) = sim.add_fault(&f.external_id, f.fault) {
+            return control_error(e);
+        }
+    }
+    ok()
+}
+
+async fn settings(State(sim): State<Sim>, Json(b): Json<SettingsBody>) -> Response {
+    match sim.set_settings(b.complete_after_ms, b.callback_url, b.callback_token) {
+        Ok(()) => Json(sim.settings()).into_response(),
+        Err(e) => control_error(e),
+    }
+}
+
+async fn complete(State(sim): State<Sim>, Json(b): Json<CompleteBody>) -> Response {
+    match sim.complete(&b.external_id, b.status, b.failure_code) {
+        Ok(d) => Json(d).into_response(),
+        Err(e) => control_error(e),
+    }
+}
+
+/// The simulator's routes (provider API and control API).
+pub fn router(sim: Sim) -> Router {
+    Router::new()
+        .route("/disbursements", post(create).get(query))
+        .route("/disbursements/{id}", get(get_one))
+        .route("/reports/disbursements", get(report))
+        .route("/control/faults", post(faults))
+        .route(
+            "/control/payouts",
+            get(|State(sim): State<Sim>| async move { Json(sim.payouts()) }),
+        )
+        .route(
+            "/control/requests",
+            get(|State(sim): State<Sim>| async move { Json(sim.requests()) }),
+        )
+        .route(
+            "/control/callbacks",
+            get(|State(sim): State<Sim>| async move { Json(sim.callbacks()) }),
+        )
+        .route(
+            "/control/settings",
+            post(settings).get(|State(sim): State<Sim>| async move { Json(sim.settings()) }),
+        )
+        .route("/control/complete", post(complete))
+        .route(
+            "/control/reset",
+            post(|State(sim): State<Sim>| async move {
+                sim.reset();
+                ok()
+            }),
+        )
+        .with_state(sim)
+}
