@@ -297,9 +297,9 @@ impl CallbackProvider {
     }
 }
 
-/// The configured providers. Cheap to clone; empty by default (no provider exists in
-/// the service yet: payouts arrive in a later issue, and embedders and tests register
-/// theirs through `ServeOptions::callbacks`).
+/// The configured providers. Cheap to clone; empty by default (`serve` adds the payout
+/// provider's when one is configured; embedders and tests register theirs through
+/// `ServeOptions::callbacks`).
 #[derive(Clone, Default)]
 pub struct Registry {
     providers: Arc<BTreeMap<String, CallbackProvider>>,
@@ -321,6 +321,13 @@ impl Registry {
         Ok(Registry {
             providers: Arc::new(map),
         })
+    }
+
+    /// These providers and `provider` (a new name).
+    pub fn with(&self, provider: CallbackProvider) -> Result<Registry, CallbackError> {
+        let mut all: Vec<CallbackProvider> = self.providers.values().cloned().collect();
+        all.push(provider);
+        Registry::new(all)
     }
 
     pub fn get(&self, name: &str) -> Option<&CallbackProvider> {

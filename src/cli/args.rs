@@ -86,6 +86,9 @@ pub(super) enum Command {
         /// demand (`factledger anchor`, `POST /v1/audit/anchors`).
         #[arg(long, env = "FACTLEDGER_ANCHOR_EVERY_S", default_value_t = ANCHOR_EVERY_S_DEFAULT, hide_env_values = true)]
         anchor_every_s: u64,
+        /// Withdrawals: the payout provider, limits and password cost.
+        #[command(flatten)]
+        payouts: Box<PayoutArgs>,
     },
     /// Apply pending migrations and exit.
     Migrate,
@@ -373,5 +376,86 @@ mod tests {
             unhidden.is_empty(),
             "env values shown by --help: {unhidden:?}"
         );
+    }
+}
+
+/// How `serve` pays withdrawals. The provider's API secret and callback token come
+/// from the environment only (`FACTLEDGER_PAYOUT_SECRET`,
+/// `FACTLEDGER_PAYOUT_CALLBACK_TOKEN`), never from the command line.
+#[derive(clap::Args)]
+pub(super) struct PayoutArgs {
+    /// Pay approved withdrawals through the Xendit-shaped provider at this URL (e.g.
+    /// `tools/payout-sim`). Without it, approved withdrawals wait in PAYOUT_PENDING.
+    #[arg(long, env = "FACTLEDGER_PAYOUT_URL", hide_env_values = true)]
+    pub(super) payout_url: Option<String>,
+    /// Withdrawal limits and risk rule as JSON (`{"default": {...}, "currencies":
+    /// {"IDR": {...}}}`, fields of `payouts::policy::Limits`). Default: built in.
+    #[arg(long, env = "FACTLEDGER_WITHDRAWAL_POLICY", hide_env_values = true)]
+    pub(super) withdrawal_policy: Option<std::path::PathBuf>,
+    /// argon2id cost of payment passwords: memory KiB, iterations, lanes (default
+    /// OWASP's minimum; lower only for benchmarks).
+    #[arg(
+        long,
+        env = "FACTLEDGER_PASSWORD_COST",
+        default_value = "19456,2,1",
+        hide_env_values = true
+    )]
+    pub(super) payment_password_cost: String,
+}
+
+impl PayoutArgs {
+    /// The capability settings and the provider these flags and the environment name.
+    pub(super) fn wiring(
+        self,
+    ) -> anyhow::Result<(
+        factledger::payouts::Payouts,
+        Option<factledger::server::payouts::PayoutProviderConfig>,
+    )> {
+        use anyhow::Context;
+        let policy = match &self.withdrawal_policy {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("--withdrawal-policy {}", path.display()))?;
+                serde_json::from_str(&text)
+                    .with_context(|| format!("--withdrawal-policy {}", path.display()))?
+            }
+            None => factledger::payouts::policy::PayoutPolicy::default(),
+        };
+        let cost: Vec<u32> = self
+            .payment_password_cost
+            .split(',')
+            .map(|p| p.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .context("--payment-password-cost: three integers: memory KiB, iterations, lanes")?;
+        let [memory_kib, iterations, lanes] = cost[..] else {
+            anyhow::bail!("--payment-password-cost: three integers: memory KiB, iterations, lanes");
+        };
+        let payouts = factledger::payouts::Payouts {
+            policy: std::sync::Arc::new(policy),
+            password_cost: factledger::payouts::password::Cost {
+                memory_kib,
+                iterations,
+                lanes,
+            },
+            ..Default::default()
+        };
+        let provider = match self.payout_url.filter(|u| !u.trim().is_empty()) {
+            None => None,
+            Some(base_url) => {
+                let env = |name: &str| {
+                    std::env::var(name)
+                        .ok()
+                        .filter(|v| !v.is_empty())
+                        .with_context(|| format!("--payout-url needs {name} in the environment"))
+                };
+                Some(factledger::server::payouts::PayoutProviderConfig {
+                    base_url,
+                    secret_key: env("FACTLEDGER_PAYOUT_SECRET")?,
+                    callback_token: env("FACTLEDGER_PAYOUT_CALLBACK_TOKEN")?,
+                    timeout: None,
+                })
+            }
+        };
+        Ok((payouts, provider))
     }
 }

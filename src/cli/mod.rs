@@ -39,6 +39,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             platform_countries,
             settlement_every,
             anchor_every_s,
+            payouts,
         } => {
             let flags = serve::ServeFlags {
                 listen,
@@ -52,6 +53,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 platform_countries,
                 settlement_every,
                 anchor_every_s,
+                payouts,
             };
             serve::serve(g, flags).await
         }

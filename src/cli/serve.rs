@@ -18,6 +18,7 @@ pub(super) struct ServeFlags {
     pub(super) platform_countries: String,
     pub(super) settlement_every: String,
     pub(super) anchor_every_s: u64,
+    pub(super) payouts: Box<PayoutArgs>,
 }
 
 /// `serve`: run the HTTP service until a signal.
@@ -34,10 +35,12 @@ pub(super) async fn serve(g: &Global, f: ServeFlags) -> anyhow::Result<ExitCode>
         platform_countries,
         settlement_every,
         anchor_every_s,
+        payouts,
     } = f;
     let cwd = std::env::current_dir()?;
     let platform_sync = factledger::affiliate::sync::SyncConfig::from_env(&platform_countries)?;
     let sinks = (*outbox).sinks()?;
+    let (payouts, payout_provider_config) = (*payouts).wiring()?;
     tracing::info!(
         sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),
         "outbox sinks"
@@ -54,6 +57,8 @@ pub(super) async fn serve(g: &Global, f: ServeFlags) -> anyhow::Result<ExitCode>
         anchor_file: Some(g.anchor_file.clone()),
         anchor_every: (anchor_every_s > 0).then(|| std::time::Duration::from_secs(anchor_every_s)),
         http_limits: http.limits.clone(),
+        payouts,
+        payout_provider_config,
         ..Default::default()
     };
     let started =

@@ -10,7 +10,7 @@ use super::policy::PolicyError;
 use super::reads::{self, WithdrawalDetail, WithdrawalsPage, WithdrawalsQuery};
 use super::units::{self, DailyLimits, PayoutRefusal, PayoutUnitError};
 use super::Payouts;
-use crate::infra::store::IdempotencyRow;
+use crate::infra::store::{IdempotencyRow, StoreError};
 use crate::runtime::bus::load;
 use crate::runtime::http::body::JsonBody;
 use crate::runtime::http::problem::unit_problem;
@@ -235,20 +235,8 @@ pub async fn request(
         )),
         key: key.clone(),
     };
-    if let Some(found) = state
-        .store
-        .find_idempotency(&scope, &key)
-        .await
-        .map_err(Problem::from)?
-    {
-        if found.request_hash != idempotency.request_hash {
-            return Err(Problem::invalid(
-                "IDEMPOTENCY_KEY_REUSED",
-                "Idempotency-Key",
-                "this Idempotency-Key was already used with a different request",
-            ));
-        }
-        return replayed(&state, &id).await;
+    if let Some(answer) = seen_before(&state, &idempotency, &id).await? {
+        return Ok(answer);
     }
     let cmd = admit(&state, &payouts, &id, &parsed, scope).await?;
     let limits = payouts.policy.limits(cmd.currency.as_str());
@@ -257,9 +245,27 @@ pub async fn request(
         amount_minor: limits.daily_amount_minor,
     };
     let metadata = caller.metadata(&state.config.country_code, Some(key));
-    let done = units::request(&state.store, &metadata, cmd, daily, Some(idempotency))
-        .await
-        .map_err(unit_error)?;
+    let done = match units::request(
+        &state.store,
+        &metadata,
+        cmd,
+        daily,
+        Some(idempotency.clone()),
+    )
+    .await
+    {
+        Ok(done) => done,
+        // The same key committed by a concurrent retry a moment ago.
+        Err(PayoutUnitError::Store(StoreError::DuplicateIdempotencyKey(_))) => {
+            return match seen_before(&state, &idempotency, &id).await? {
+                Some(answer) => Ok(answer),
+                None => Err(Problem::internal(
+                    "an idempotency key collided but has no record",
+                )),
+            };
+        }
+        Err(e) => return Err(unit_error(e)),
+    };
     if done.events.is_empty() {
         return replayed(&state, &id).await;
     }
@@ -268,6 +274,31 @@ pub async fn request(
     ]);
     let detail = reads::detail(&state.store, &id).await?;
     Ok((StatusCode::CREATED, Json(detail)).into_response())
+}
+
+/// The answer to a request whose key was used before: the same withdrawal, or 422
+/// when the key came with another body.
+async fn seen_before(
+    state: &AppState,
+    idempotency: &IdempotencyRow,
+    id: &str,
+) -> Result<Option<Response>, Problem> {
+    let Some(found) = state
+        .store
+        .find_idempotency(&idempotency.scope, &idempotency.key)
+        .await
+        .map_err(Problem::from)?
+    else {
+        return Ok(None);
+    };
+    if found.request_hash != idempotency.request_hash {
+        return Err(Problem::invalid(
+            "IDEMPOTENCY_KEY_REUSED",
+            "Idempotency-Key",
+            "this Idempotency-Key was already used with a different request",
+        ));
+    }
+    replayed(state, id).await.map(Some)
 }
 
 async fn replayed(state: &AppState, id: &str) -> Result<Response, Problem> {

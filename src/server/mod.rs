@@ -4,6 +4,7 @@ use crate::runtime::http::{self, AppState, ServiceConfig};
 
 #[cfg(test)]
 mod contract_tests;
+pub mod payouts;
 pub mod router;
 pub mod system;
 use crate::infra::auth::NewKey;
@@ -114,6 +115,9 @@ pub struct ServeOptions {
     /// pays through (without one, approved withdrawals wait in PAYOUT_PENDING).
     pub payouts: crate::payouts::Payouts,
     pub payout_provider: Option<Arc<dyn crate::payouts::provider::PayoutProvider>>,
+    /// The Xendit-shaped provider to pay through and to take webhooks from
+    /// (`POST /v1/callbacks/xendit`); sets `payout_provider` unless one is given.
+    pub payout_provider_config: Option<payouts::PayoutProviderConfig>,
 }
 
 /// When settlement fires (`serve --settlement-every`).
@@ -380,6 +384,16 @@ pub async fn start_with(
     // it; see `admin_log`), so it is not recorded as an event: the log of a fresh
     // ledger starts with its first business event.
     let admin_key = crate::infra::auth::bootstrap_admin(&db.keys, key_dir).await?;
+    if let Some(config) = options.payout_provider_config.clone() {
+        if options.payout_provider.is_none() {
+            options.payout_provider = Some(payouts::xendit_provider(&config)?);
+        }
+        options.callbacks = options.callbacks.with(payouts::xendit_callbacks(
+            db.store.clone(),
+            country_code,
+            &config.callback_token,
+        ))?;
+    }
     let jobs = job_engine(&db, country_code, &mut options).await?;
     let cron = cron_scheduler(&jobs, &options)?;
     let sinks = std::mem::take(&mut options.outbox_sinks);

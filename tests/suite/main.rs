@@ -17,6 +17,9 @@ mod common;
 /// Bill facts for the bill process tests (`bill_order_status`, `bill_snapshots`).
 #[path = "../common/bill_env.rs"]
 mod bill_env;
+/// A service paying through the payout simulator (`withdrawals`).
+#[path = "../common/payout_env.rs"]
+mod payout_env;
 
 mod affiliate_api;
 mod affiliate_projections;
@@ -53,3 +56,4 @@ mod store;
 mod tls;
 mod unit;
 mod withdrawal_pairing;
+mod withdrawals;
