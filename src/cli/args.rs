@@ -163,6 +163,11 @@ pub(super) enum Command {
         #[command(subcommand)]
         action: JobsAction,
     },
+    /// Withdrawals: list, show, and an operator's approval or rejection (prints JSON).
+    Withdrawals {
+        #[command(subcommand)]
+        action: WithdrawalsAction,
+    },
     /// Operate the callback inbox (prints JSON).
     Callbacks {
         #[command(subcommand)]
@@ -401,6 +406,10 @@ pub(super) struct PayoutArgs {
         hide_env_values = true
     )]
     pub(super) payment_password_cost: String,
+    /// How long a payout claim lasts without renewal (ms): a dead worker's payouts
+    /// are taken over after it (the claim is renewed while a round runs).
+    #[arg(long, env = "FACTLEDGER_PAYOUT_LEASE_MS", default_value_t = factledger::payouts::worker::PAYOUT.lease_ms, hide_env_values = true)]
+    pub(super) payout_lease_ms: i64,
 }
 
 impl PayoutArgs {
@@ -410,6 +419,7 @@ impl PayoutArgs {
     ) -> anyhow::Result<(
         factledger::payouts::Payouts,
         Option<factledger::server::payouts::PayoutProviderConfig>,
+        i64,
     )> {
         use anyhow::Context;
         let policy = match &self.withdrawal_policy {
@@ -456,6 +466,38 @@ impl PayoutArgs {
                 })
             }
         };
-        Ok((payouts, provider))
+        Ok((payouts, provider, self.payout_lease_ms))
     }
+}
+
+#[derive(Subcommand)]
+pub(super) enum WithdrawalsAction {
+    /// Withdrawals from the `withdrawal_records` projection, by id.
+    List {
+        #[arg(long)]
+        user_id: Option<String>,
+        /// REQUESTED, REJECTED, PAYOUT_PENDING, PROCESSING, PROVIDER_UNKNOWN,
+        /// FUNDS_HELD, PAID or FAILED.
+        #[arg(long)]
+        status: Option<String>,
+        /// The last withdrawal id of the previous page.
+        #[arg(long)]
+        after: Option<String>,
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
+    /// One withdrawal from its stream: status, attempts and events.
+    Show { id: String },
+    /// Approve a withdrawal waiting for review (the payout job takes it).
+    Approve {
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Reject a withdrawal waiting for review (its frozen money goes back).
+    Reject {
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
 }

@@ -7,6 +7,7 @@ mod jobs;
 mod log;
 mod projections;
 mod serve;
+mod withdrawals;
 
 pub use args::Cli;
 use args::{CallbacksAction, Command, CronAction, OutboxAction};
@@ -76,6 +77,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Keys { action } => log::keys(g, action).await,
         Command::Accounts { action } => projections::accounts(g, action).await,
         Command::Jobs { action } => jobs::jobs(&g.database_url, &g.integrity_keys, action).await,
+        Command::Withdrawals { action } => withdrawals::withdrawals(g, action).await,
         Command::Cron {
             action: CronAction::List,
         } => jobs::cron_list(g).await,

@@ -169,7 +169,14 @@ pub(super) async fn reconcile(g: &Global, repair: bool) -> anyhow::Result<ExitCo
         let action = AdminAction::ReconciliationRepairStarted;
         audit(&db, action, &target, None, None).await?;
     }
-    let run = reconcile::finish_run(&db.store, &db.db, run, Some(g.anchor_file.clone())).await?;
+    let run = reconcile::finish_run(
+        &db.store,
+        &db.db,
+        run,
+        Some(g.anchor_file.clone()),
+        reconcile::ExternalChecks::default(),
+    )
+    .await?;
     println!("{}", serde_json::to_string_pretty(&run)?);
     match (&run.status, &run.report) {
         (RunStatus::Succeeded, Some(r)) if r.remaining.total() == 0 => Ok(ExitCode::SUCCESS),
@@ -223,7 +230,7 @@ async fn rebuild_bill(db: &store::Database, scope: Option<&str>) -> anyhow::Resu
 async fn rebuild_journal(db: &store::Database, scope: Option<&str>) -> anyhow::Result<String> {
     use factledger::ledger::projection as journal;
     let Some(scope) = scope else {
-        let done = journal::rebuild_full(&db.store, &db.db).await?;
+        let done = factledger::ledger::rebuild::rebuild_full(&db.store, &db.db).await?;
         return Ok(serde_json::to_string(&done)?);
     };
     let (stream_type, stream_id) = scope

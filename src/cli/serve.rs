@@ -40,7 +40,7 @@ pub(super) async fn serve(g: &Global, f: ServeFlags) -> anyhow::Result<ExitCode>
     let cwd = std::env::current_dir()?;
     let platform_sync = factledger::affiliate::sync::SyncConfig::from_env(&platform_countries)?;
     let sinks = (*outbox).sinks()?;
-    let (payouts, payout_provider_config) = (*payouts).wiring()?;
+    let (payouts, payout_provider_config, payout_lease_ms) = (*payouts).wiring()?;
     tracing::info!(
         sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),
         "outbox sinks"
@@ -59,6 +59,7 @@ pub(super) async fn serve(g: &Global, f: ServeFlags) -> anyhow::Result<ExitCode>
         http_limits: http.limits.clone(),
         payouts,
         payout_provider_config,
+        payout_lease_ms: Some(payout_lease_ms),
         ..Default::default()
     };
     let started =

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod projection;
+pub mod rebuild;
 
 /// This capability's HTTP routes; the composition root merges them (`server::router`).
 pub fn routes() -> axum::Router<crate::runtime::http::AppState> {

@@ -18,7 +18,7 @@ use factledger_aggregates::ledger::Posting;
 use factledger_aggregates::money::Currency;
 use factledger_projections::ledger::{
     classify, kind_label, lines, Journaled, Line, MoneyEvent, ACCOUNT_BALANCES, JOURNAL, NAME,
-    TABLES, VERSION,
+    VERSION,
 };
 use factledger_projections::table::{Cell, ColType, Column};
 use factledger_projections::ProjectionError;
@@ -31,7 +31,7 @@ pub const BATCH_EVENTS_MAX: i64 = crate::runtime::projection::BATCH_EVENTS_MAX;
 pub const LINES_PER_INSERT: usize = 500;
 
 /// An event of a batch, classified.
-type Batch = Vec<(i64, String, Journaled)>;
+pub(super) type Batch = Vec<(i64, String, Journaled)>;
 
 fn failed(e: &StoredEvent, reason: String) -> ProjectionError {
     ProjectionError {
@@ -43,7 +43,7 @@ fn failed(e: &StoredEvent, reason: String) -> ProjectionError {
 
 /// Classify the events the journal reads, up to (not including) the first it
 /// cannot decode, which is returned beside them.
-fn classify_all(events: &[StoredEvent]) -> (Batch, Option<ProjectionError>) {
+pub(super) fn classify_all(events: &[StoredEvent]) -> (Batch, Option<ProjectionError>) {
     let mut batch = Vec::new();
     for e in events {
         let outcome = e
@@ -64,11 +64,11 @@ fn classify_all(events: &[StoredEvent]) -> (Batch, Option<ProjectionError>) {
 
 /// What a batch adds to one account.
 #[derive(Default)]
-struct Delta {
-    currency: Option<Currency>,
-    debits: i64,
-    credits: i64,
-    last_position: i64,
+pub(super) struct Delta {
+    pub(super) currency: Option<Currency>,
+    pub(super) debits: i64,
+    pub(super) credits: i64,
+    pub(super) last_position: i64,
 }
 
 /// Write a classified batch inside `tx`; an event that cannot be applied (a money
@@ -132,7 +132,7 @@ async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
 
 /// The posting of `e` given its stream's currency; a money event of a stream that
 /// must have named one and did not is an error at its position.
-fn posting_of(
+pub(super) fn posting_of(
     e: &MoneyEvent,
     position: i64,
     stream_id: &str,
@@ -150,7 +150,7 @@ fn posting_of(
 
 /// Why a batch could not be written.
 #[derive(Debug)]
-enum WriteError {
+pub(super) enum WriteError {
     Event { position: i64, reason: String },
     Database(sqlx::Error),
 }
@@ -199,7 +199,7 @@ async fn stream_currency(
 }
 
 /// Journal lines in multi-row inserts.
-async fn insert_lines(tx: &mut Tx, journal: &[Line]) -> Result<(), sqlx::Error> {
+pub(super) async fn insert_lines(tx: &mut Tx, journal: &[Line]) -> Result<(), sqlx::Error> {
     let names: Vec<&str> = JOURNAL.columns.iter().map(|c| c.name).collect();
     let row = format!("({})", vec!["?"; names.len()].join(", "));
     for chunk in journal.chunks(LINES_PER_INSERT) {
@@ -230,7 +230,10 @@ async fn insert_lines(tx: &mut Tx, journal: &[Line]) -> Result<(), sqlx::Error> 
 }
 
 /// Add each account's batch totals to its row (created on first sight).
-async fn add_to_balances(tx: &mut Tx, deltas: &BTreeMap<String, Delta>) -> Result<(), sqlx::Error> {
+pub(super) async fn add_to_balances(
+    tx: &mut Tx,
+    deltas: &BTreeMap<String, Delta>,
+) -> Result<(), sqlx::Error> {
     let names: Vec<&str> = ACCOUNT_BALANCES.columns.iter().map(|c| c.name).collect();
     let sql = tx.dialect().upsert_adding(
         ACCOUNT_BALANCES.name,
@@ -312,58 +315,10 @@ pub fn spawn(store: DynStore, db: Db, alerts: Option<StallAlerts>) -> SharedStat
 }
 
 /// Lock the checkpoint row for a rebuild; false when a rebuild holds it.
-async fn lock_checkpoint(tx: &mut Tx) -> Result<bool, sqlx::Error> {
+pub(super) async fn lock_checkpoint(tx: &mut Tx) -> Result<bool, sqlx::Error> {
     let sql = "UPDATE projection_checkpoints SET updated_at = ? WHERE name = ? AND hold IS NULL";
     let args = [Cell::Text(time_text(&chrono::Utc::now())), Cell::text(NAME)];
     Ok(tx.exec(sql, &args).await? == 1)
-}
-
-/// `factledger rebuild journal`: in ONE transaction that locks the checkpoint row,
-/// empty the journal's tables, replay every event, set the checkpoint to the last
-/// one. Readers see the old rows until the commit.
-pub async fn rebuild_full(
-    store: &DynStore,
-    db: &Db,
-) -> Result<crate::runtime::projector::RebuildOutcome, RunnerError> {
-    db.checkpoint(NAME, VERSION).await?;
-    let mut tx = Tx::begin(db).await?;
-    if !lock_checkpoint(&mut tx).await? {
-        return Err(RunnerError::Held(NAME));
-    }
-    for def in TABLES {
-        tx.exec(&format!("DELETE FROM {}", def.name), &[]).await?;
-    }
-    let (mut position, mut events_read) = (0i64, 0u64);
-    loop {
-        let events = store.read_all(position, BATCH_EVENTS_MAX).await?;
-        let Some(last) = events.last().map(|e| e.global_position) else {
-            break;
-        };
-        let (batch, bad) = classify_all(&events);
-        if let Some(err) = bad {
-            return Err(RunnerError::Projection(err));
-        }
-        write_in(&mut tx, &batch).await?;
-        events_read += events.len() as u64;
-        position = last;
-    }
-    let sql = "UPDATE projection_checkpoints SET position = ?, updated_at = ?, \
-               last_error = NULL, error_position = NULL WHERE name = ?";
-    let now = Cell::Text(time_text(&chrono::Utc::now()));
-    tx.exec(sql, &[Cell::Int(position), now, Cell::text(NAME)])
-        .await?;
-    tx.commit().await?;
-    tracing::info!(
-        projection = NAME,
-        events_read,
-        position,
-        "full rebuild done"
-    );
-    Ok(crate::runtime::projector::RebuildOutcome {
-        projection: NAME,
-        events_read,
-        position,
-    })
 }
 
 /// A scoped rebuild of one stream's postings: in ONE transaction that locks the

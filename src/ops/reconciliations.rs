@@ -88,9 +88,14 @@ pub async fn start(
     }
     let (store, db, started) = (state.store.clone(), state.db.clone(), run.clone());
     let anchor_file = state.config.anchor_file.clone();
+    let external = state
+        .parts
+        .get::<reconcile::ExternalChecks>()
+        .cloned()
+        .unwrap_or_default();
     tokio::spawn(async move {
         let id = started.id.clone();
-        if let Err(e) = reconcile::finish_run(&store, &db, started, anchor_file).await {
+        if let Err(e) = reconcile::finish_run(&store, &db, started, anchor_file, external).await {
             tracing::error!(reconciliation = %id, error = %e, "reconciliation outcome not recorded");
         }
     });

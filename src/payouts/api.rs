@@ -55,7 +55,7 @@ pub fn withdrawal_id_for(scope: &str, key: &str) -> String {
     format!("wd-{}", &hex::encode(digest)[..32])
 }
 
-pub(crate) fn refusal_problem(e: PayoutRefusal) -> Problem {
+pub fn refusal_problem(e: PayoutRefusal) -> Problem {
     match e {
         PayoutRefusal::Withdrawal(r) => Problem::refusal(&r),
         PayoutRefusal::Wallet(w) => w.into(),
@@ -64,7 +64,7 @@ pub(crate) fn refusal_problem(e: PayoutRefusal) -> Problem {
     }
 }
 
-pub(crate) fn unit_error(e: PayoutUnitError) -> Problem {
+pub fn unit_error(e: PayoutUnitError) -> Problem {
     unit_problem(e, refusal_problem)
 }
 

@@ -16,6 +16,7 @@ pub mod password;
 pub mod policy;
 pub mod provider;
 pub mod reads;
+pub mod reconcile;
 pub mod units;
 pub mod webhook;
 pub mod worker;

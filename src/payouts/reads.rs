@@ -195,50 +195,80 @@ fn row_view(r: &MemRow) -> Result<WithdrawalRow, sqlx::Error> {
     })
 }
 
-pub async fn list(state: &AppState, q: WithdrawalsQuery) -> Result<WithdrawalsPage, Problem> {
+/// A page of `withdrawal_records` by user and/or status after `cursor`, by id.
+pub async fn rows(
+    db: &crate::infra::db::Db,
+    user_id: Option<&str>,
+    status: Option<WithdrawalStatus>,
+    cursor: Option<&str>,
+    limit: i64,
+) -> Result<Vec<WithdrawalRow>, sqlx::Error> {
     let mut conditions = Vec::new();
     let mut args = Vec::new();
-    if let Some(u) = &q.user_id {
+    if let Some(u) = user_id {
         conditions.push("user_id = ?");
-        args.push(Cell::text(parse_id("user_id", u)?.as_str()));
+        args.push(Cell::text(u));
     }
-    if let Some(s) = &q.status {
-        let status = WithdrawalStatus::parse(&s.to_ascii_uppercase()).ok_or_else(|| {
-            Problem::invalid(
-                "INVALID_FIELD",
-                "status",
-                "must be one of REQUESTED, REJECTED, PAYOUT_PENDING, PROCESSING, \
-                 PROVIDER_UNKNOWN, FUNDS_HELD, PAID, FAILED",
-            )
-        })?;
+    if let Some(s) = status {
         conditions.push("status = ?");
-        args.push(Cell::text(status.as_str()));
+        args.push(Cell::text(s.as_str()));
     }
-    if let Some(c) = &q.cursor {
+    if let Some(c) = cursor {
         conditions.push("withdrawal_id > ?");
-        args.push(Cell::text(parse_id("cursor", c)?.as_str()));
+        args.push(Cell::text(c));
     }
-    let limit = crate::runtime::http::page_limit(q.limit)?;
-    let p = WithdrawalsProjector;
-    let position =
-        crate::runtime::http::reflected(state, p.name(), p.version(), q.min_position).await?;
     let filter = if conditions.is_empty() {
         String::new()
     } else {
         format!("WHERE {}", conditions.join(" AND "))
     };
-    // `limit` is checked above (1..=READ_LIMIT_MAX): a literal is safe here.
+    // `limit` is checked by the callers (1..=READ_LIMIT_MAX): a literal is safe here.
+    let limit = limit.clamp(1, READ_LIMIT_MAX);
     let tail = format!("{filter} ORDER BY withdrawal_id LIMIT {limit}");
-    let rows = state
-        .db
-        .rows(&WITHDRAWALS_TABLES[0], &tail, &args)
-        .await
-        .map_err(problem)?;
-    let withdrawals = rows
+    db.rows(&WITHDRAWALS_TABLES[0], &tail, &args)
+        .await?
         .iter()
         .map(row_view)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(problem)?;
+        .collect()
+}
+
+/// The status named by `s` (any case), or 422 naming `status`.
+pub fn parse_status(s: &str) -> Result<WithdrawalStatus, Problem> {
+    WithdrawalStatus::parse(&s.to_ascii_uppercase()).ok_or_else(|| {
+        Problem::invalid(
+            "INVALID_FIELD",
+            "status",
+            "must be one of REQUESTED, REJECTED, PAYOUT_PENDING, PROCESSING, \
+             PROVIDER_UNKNOWN, FUNDS_HELD, PAID, FAILED",
+        )
+    })
+}
+
+pub async fn list(state: &AppState, q: WithdrawalsQuery) -> Result<WithdrawalsPage, Problem> {
+    let user_id = q
+        .user_id
+        .as_deref()
+        .map(|u| parse_id("user_id", u))
+        .transpose()?;
+    let status = q.status.as_deref().map(parse_status).transpose()?;
+    let cursor = q
+        .cursor
+        .as_deref()
+        .map(|c| parse_id("cursor", c))
+        .transpose()?;
+    let limit = crate::runtime::http::page_limit(q.limit)?;
+    let p = WithdrawalsProjector;
+    let position =
+        crate::runtime::http::reflected(state, p.name(), p.version(), q.min_position).await?;
+    let withdrawals = rows(
+        &state.db,
+        user_id.as_ref().map(|u| u.as_str()),
+        status,
+        cursor.as_ref().map(|c| c.as_str()),
+        limit,
+    )
+    .await
+    .map_err(problem)?;
     let next_cursor = (withdrawals.len() as i64 == limit)
         .then(|| withdrawals.last().map(|w| w.withdrawal_id.clone()))
         .flatten();

@@ -47,6 +47,19 @@ pub static PAYOUT: JobKind = JobKind {
     ..JobKind::new("payout", "PAYOUT")
 };
 
+/// The payout kind with another lease (one per process: the first asked for wins).
+pub fn kind(lease_ms: Option<i64>) -> &'static JobKind {
+    static KIND: std::sync::OnceLock<JobKind> = std::sync::OnceLock::new();
+    match lease_ms {
+        None => &PAYOUT,
+        Some(ms) if ms == PAYOUT.lease_ms => &PAYOUT,
+        Some(ms) => KIND.get_or_init(|| JobKind {
+            lease_ms: ms,
+            ..PAYOUT.clone()
+        }),
+    }
+}
+
 pub fn business_key(withdrawal_id: &str) -> String {
     format!("withdrawal:{withdrawal_id}")
 }

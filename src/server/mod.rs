@@ -118,6 +118,8 @@ pub struct ServeOptions {
     /// The Xendit-shaped provider to pay through and to take webhooks from
     /// (`POST /v1/callbacks/xendit`); sets `payout_provider` unless one is given.
     pub payout_provider_config: Option<payouts::PayoutProviderConfig>,
+    /// The payout claim's lease (default `payouts::worker::PAYOUT`'s 2 min).
+    pub payout_lease_ms: Option<i64>,
 }
 
 /// When settlement fires (`serve --settlement-every`).
@@ -288,7 +290,7 @@ pub async fn job_engine(
     if let Some(provider) = &options.payout_provider {
         // The payout worker (R-PAY-3): one job per approved withdrawal.
         kinds.push((
-            &crate::payouts::worker::PAYOUT,
+            crate::payouts::worker::kind(options.payout_lease_ms),
             Arc::new(crate::payouts::worker::PayoutHandler::new(
                 db.store.clone(),
                 provider.clone(),
@@ -457,6 +459,13 @@ pub async fn start_with(
         )
         .spawn(Some(stall_alerts.clone())),
     );
+    // Reconciliation compares our payouts with the provider's reports.
+    let mut external_checks = crate::runtime::reconcile::ExternalChecks::default();
+    if let Some(provider) = &options.payout_provider {
+        external_checks.0.push(Arc::new(
+            crate::payouts::reconcile::ProviderReportCheck::new(db.db.clone(), provider.clone()),
+        ));
+    }
     let state = AppState {
         wallets: CommandBus::start(db.store.clone()),
         db: db.db,
@@ -475,6 +484,7 @@ pub async fn start_with(
             let mut parts = axum::http::Extensions::new();
             parts.insert(options.callbacks.clone());
             parts.insert(options.payouts.clone());
+            parts.insert(external_checks);
             parts
         }),
         limits: Arc::new(crate::runtime::http::limits::Limits::new(

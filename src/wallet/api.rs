@@ -42,8 +42,18 @@ pub struct WalletView {
     pub version: i64,
     pub withdrawals_blocked: bool,
     pub withdrawal_blocks: Vec<BlockView>,
+    /// What `frozen_minor` is made of: each open freeze (a withdrawal in flight) and
+    /// its amount, from the wallet's stream.
+    pub frozen_by: Vec<FreezeView>,
     /// Global position the projection reflects.
     pub position: i64,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct FreezeView {
+    pub ref_type: String,
+    pub ref_id: String,
+    pub amount_minor: i64,
 }
 
 /// Send one command to a wallet.
@@ -205,6 +215,23 @@ pub async fn get_wallet(
         .await
         .map_err(|e| Problem::internal(e.to_string()))?
         .ok_or_else(|| Problem::from(WalletError::NotFound))?;
+    let frozen_by = state
+        .wallets
+        .state(wallet_id.as_str())
+        .await
+        .map_err(Problem::from)?
+        .state
+        .open_freezes
+        .into_iter()
+        .map(|(key, amount_minor)| {
+            let (ref_type, ref_id) = key.split_once('/').unwrap_or(("", key.as_str()));
+            FreezeView {
+                ref_type: ref_type.to_owned(),
+                ref_id: ref_id.to_owned(),
+                amount_minor,
+            }
+        })
+        .collect();
     Ok(Json(WalletView {
         wallet_id: wallet_id.as_str().to_owned(),
         user_id: w.user_id,
@@ -224,6 +251,7 @@ pub async fn get_wallet(
                 reason,
             })
             .collect(),
+        frozen_by,
         position,
     }))
 }

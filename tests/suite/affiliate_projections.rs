@@ -799,6 +799,7 @@ async fn reconcile_now(db: &TestDb, repair: bool) -> factledger::runtime::reconc
             // Tiny pages: every stream crosses page boundaries.
             page_rows: 2,
             anchor_file: None,
+            ..Default::default()
         },
     )
     .await

@@ -195,7 +195,9 @@ both_backends!(
         // Caught up: nothing more; a full rebuild writes the same rows.
         assert_eq!(journal::catch_up(&db.store, &pdb).await.unwrap(), 0);
         let before = balances(&pdb).await;
-        let done = journal::rebuild_full(&db.store, &pdb).await.unwrap();
+        let done = factledger::ledger::rebuild::rebuild_full(&db.store, &pdb)
+            .await
+            .unwrap();
         assert_eq!(done.position, head);
         assert_eq!(balances(&pdb).await, before);
         assert_eq!(count(&pdb, "SELECT COUNT(*) FROM journal").await, 20);

@@ -55,5 +55,6 @@ mod settlement;
 mod store;
 mod tls;
 mod unit;
+mod withdrawal_crash;
 mod withdrawal_pairing;
 mod withdrawals;

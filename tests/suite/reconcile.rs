@@ -399,6 +399,7 @@ both_backends!(
             repair: true,
             page_rows: 3,
             anchor_file: None,
+            ..Default::default()
         };
         let repaired = reconcile::reconcile(&db.store, &p, repair).await.unwrap();
         assert_eq!(found(&repaired), everything);
@@ -763,6 +764,7 @@ both_backends!(
                 page_rows,
                 repair: true,
                 anchor_file: None,
+                ..Default::default()
             };
             let report = reconcile::reconcile(&db.store, &p, options).await.unwrap();
             assert_eq!(report.withdrawals_checked, 3, "wd-1, wd-2, wd-9");

@@ -66,7 +66,7 @@ impl Pass {
 }
 
 /// Read every event of `aggregate_type` up to `up_to`, stream by stream, in pages.
-async fn stream_pages(
+pub(super) async fn stream_pages(
     snap: &mut Snapshot,
     aggregate_type: &str,
     up_to: i64,

@@ -75,6 +75,20 @@ pub async fn reconcile(
     )
     .await?;
     let log_broken = !log_findings.is_empty();
+    for check in &options.external.0 {
+        let found = check.findings().await.unwrap_or_else(|why| {
+            vec![Finding::new(
+                FindingKind::ProviderReportUnavailable,
+                "",
+                "external",
+                format!("check={}", check.name()),
+                format!("{} could not run: {why}", check.name()),
+            )]
+        });
+        for f in found {
+            pass.push(f);
+        }
+    }
     if log_broken {
         pass.counts.event += log_findings.len() as u64;
         for f in &mut pass.findings {

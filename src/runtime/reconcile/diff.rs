@@ -57,7 +57,8 @@ pub(super) fn differences(expected: &Value, actual: &Value) -> String {
 }
 
 impl Finding {
-    pub(super) fn new(
+    /// An `event`-class finding (or drift, by `kind`) with nothing attached yet.
+    pub fn new(
         kind: FindingKind,
         wallet_id: &str,
         table: &str,
@@ -84,7 +85,8 @@ impl Finding {
         }
     }
 
-    pub(super) fn values(mut self, expected: Option<Value>, actual: Option<Value>) -> Finding {
+    /// What the check expected and what it found.
+    pub fn values(mut self, expected: Option<Value>, actual: Option<Value>) -> Finding {
         self.expected = expected;
         self.actual = actual;
         self

@@ -59,8 +59,8 @@ mod tests;
 pub use crate::runtime::projection::{RUN_HEARTBEAT_MS, RUN_HEARTBEAT_TIMEOUT_MS};
 pub use check::reconcile;
 pub use report::{
-    Counts, EventRef, Finding, FindingClass, FindingKind, ProjectionChecked, ReconcileError,
-    ReconcileOptions, RepairOutcome, Report, FINDINGS_STORED_MAX, PAGE_ROWS, PAGE_ROWS_MAX,
-    REPAIR_WALLETS_MAX,
+    Counts, EventRef, ExternalCheck, ExternalChecks, Finding, FindingClass, FindingKind,
+    ProjectionChecked, ReconcileError, ReconcileOptions, RepairOutcome, Report,
+    FINDINGS_STORED_MAX, PAGE_ROWS, PAGE_ROWS_MAX, REPAIR_WALLETS_MAX,
 };
 pub use run::{find_run, finish_run, start_run, Run, RunStatus};

@@ -22,6 +22,29 @@ pub(super) const REFUSED_WALLET: &str = "refused: wallet has event-level finding
 pub(super) const REFUSED_TOO_WIDE: &str =
     "refused: too many wallets drifted for scoped repair; rebuild the whole projection";
 
+/// A check against something outside the log — a payout provider's report — run
+/// after the replay; what it finds is added to the report as `event` findings, never
+/// repaired. The composition root hands the checks in (the runtime names no
+/// capability). A check that cannot run (the provider is down) reports that as a
+/// finding, so a reconciliation never passes by skipping it.
+#[async_trait::async_trait]
+pub trait ExternalCheck: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    async fn findings(&self) -> Result<Vec<Finding>, String>;
+}
+
+/// The external checks of this service (in `AppState::parts`).
+#[derive(Clone, Default)]
+pub struct ExternalChecks(pub Vec<std::sync::Arc<dyn ExternalCheck>>);
+
+impl std::fmt::Debug for ExternalChecks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|c| c.name()))
+            .finish()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ReconcileOptions {
     /// Rebuild the wallets that only drifted, then check them again.
@@ -31,6 +54,8 @@ pub struct ReconcileOptions {
     /// Rows per query per table, 1 to `PAGE_ROWS_MAX` (tests use tiny pages so that
     /// every wallet crosses page boundaries).
     pub page_rows: i64,
+    /// Checks against the outside world (a provider's report).
+    pub external: ExternalChecks,
 }
 
 impl Default for ReconcileOptions {
@@ -39,6 +64,7 @@ impl Default for ReconcileOptions {
             repair: false,
             anchor_file: None,
             page_rows: PAGE_ROWS,
+            external: ExternalChecks::default(),
         }
     }
 }
@@ -110,6 +136,16 @@ pub enum FindingKind {
     /// account's totals are not its lines, or a wallet bucket account is not the
     /// wallet projection's bucket (`reconcile::journal`). Never repaired automatically.
     JournalImbalance,
+    /// A withdrawal's ledger entries are not what its stream's status says: frozen
+    /// once for its amount, then paid out (PAID) or unfrozen (REJECTED, FAILED) or
+    /// still frozen (in flight) — or a wallet's frozen bucket is not the sum of its
+    /// withdrawals in flight.
+    WithdrawalLedgerMismatch,
+    /// Our payouts and the provider's report disagree: missing on either side, or a
+    /// different amount or outcome (R-REC-1). For a person; never repaired.
+    ProviderReportMismatch,
+    /// The provider's report could not be read, so the payouts were not compared.
+    ProviderReportUnavailable,
 }
 
 impl FindingKind {
@@ -134,7 +170,10 @@ impl FindingKind {
             | CommissionReleaseMismatch
             | WithdrawalFrozenMismatch
             | LogIntegrity
-            | JournalImbalance => FindingClass::Event,
+            | JournalImbalance
+            | WithdrawalLedgerMismatch
+            | ProviderReportMismatch
+            | ProviderReportUnavailable => FindingClass::Event,
         }
     }
 }

@@ -115,10 +115,12 @@ pub async fn finish_run(
     db: &Db,
     run: Run,
     anchor_file: Option<std::path::PathBuf>,
+    external: super::ExternalChecks,
 ) -> Result<Run, ReconcileError> {
     let options = ReconcileOptions {
         repair: run.repair,
         anchor_file,
+        external,
         ..ReconcileOptions::default()
     };
     // Renew the heartbeat while the replay works (it holds one snapshot on its own

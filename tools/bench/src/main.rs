@@ -8,6 +8,7 @@
 mod bill;
 mod ingest;
 mod jobs;
+mod payouts;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -120,6 +121,28 @@ enum Cmd {
         #[arg(long, default_value_t = 900)]
         max_secs: u64,
     },
+    /// Withdrawals end to end against the payout simulator (issue 17): request →
+    /// approve → worker → provider → webhook → PAID; requests/s and payouts/s, and
+    /// the check that nothing was paid twice.
+    Payouts {
+        #[arg(
+            long,
+            default_value = "mysql://root@127.0.0.1:3306/factledger_bench_payouts"
+        )]
+        database_url: String,
+        #[arg(long, default_value_t = 10_000)]
+        withdrawals: u64,
+        #[arg(long, default_value_t = 1_000)]
+        users: u64,
+        /// Requests (and approvals) in flight.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+        /// argon2id cost of the payment passwords: memory KiB, iterations, lanes.
+        #[arg(long, default_value = "19456,2,1")]
+        password_cost: String,
+        #[arg(long, default_value_t = 600)]
+        max_secs: u64,
+    },
     /// Jobs claimed and completed per second (issue 4, item 10).
     Jobs {
         #[arg(long, default_value = "mysql://root@127.0.0.1:3306/factledger_bench")]
@@ -176,6 +199,35 @@ async fn main() -> anyhow::Result<()> {
                 };
                 r.print();
             }
+        }
+        Cmd::Payouts {
+            database_url,
+            withdrawals,
+            users,
+            concurrency,
+            password_cost,
+            max_secs,
+        } => {
+            let cost: Vec<u32> = password_cost
+                .split(',')
+                .map(|p| p.trim().parse())
+                .collect::<Result<_, _>>()?;
+            let [memory_kib, iterations, lanes] = cost[..] else {
+                anyhow::bail!("--password-cost: memory KiB, iterations, lanes");
+            };
+            let options = payouts::Options {
+                withdrawals,
+                users,
+                concurrency,
+                password_cost: factledger::payouts::password::Cost {
+                    memory_kib,
+                    iterations,
+                    lanes,
+                },
+                max_secs,
+                amount_minor: 10_000,
+            };
+            payouts::bench(&database_url, options).await?
         }
         Cmd::Rebuild {
             database_url,
@@ -274,7 +326,7 @@ async fn rebuild_bench(
         // The journal (double entry) rebuilt from the same log, beside the wallet figure.
         reset_peak_rss();
         let t = Instant::now();
-        let journal = factledger::ledger::projection::rebuild_full(&db.store, &db.db).await?;
+        let journal = factledger::ledger::rebuild::rebuild_full(&db.store, &db.db).await?;
         let journal_s = t.elapsed().as_secs_f64();
         let journal_rss_mb = rss_kb("VmHWM:") as f64 / 1024.0;
         anyhow::ensure!(
