@@ -41,6 +41,15 @@ impl PayoutEnv {
     }
 
     pub async fn start_with(db: &TestDb, limits: Limits) -> PayoutEnv {
+        PayoutEnv::start_configured(db, limits, |_| {}).await
+    }
+
+    /// [`PayoutEnv::start_with`], and `extra` changes the options further.
+    pub async fn start_configured(
+        db: &TestDb,
+        limits: Limits,
+        extra: impl FnOnce(&mut factledger::server::ServeOptions) + Send + 'static,
+    ) -> PayoutEnv {
         let sim = payout_sim::spawn(SimConfig {
             secret: SECRET.into(),
             callback_token: CALLBACK_TOKEN.into(),
@@ -69,6 +78,7 @@ impl PayoutEnv {
                     iterations: 1,
                     lanes: 1,
                 };
+                extra(o);
             })
             .spawn()
             .await;

@@ -57,4 +57,5 @@ mod tls;
 mod unit;
 mod withdrawal_crash;
 mod withdrawal_pairing;
+mod withdrawal_property;
 mod withdrawals;

@@ -602,3 +602,107 @@ both_backends!(
         );
     }
 );
+
+/// A sink that is down until told otherwise, and remembers what it got once up.
+struct Downstream {
+    up: std::sync::atomic::AtomicBool,
+    refused: std::sync::atomic::AtomicU64,
+    got: std::sync::Mutex<Vec<(i64, String, String)>>,
+}
+
+#[async_trait::async_trait]
+impl factledger::infra::outbox::Sink for Downstream {
+    fn name(&self) -> &str {
+        "downstream"
+    }
+
+    async fn deliver(
+        &self,
+        m: &factledger::infra::outbox::OutboxMessage,
+    ) -> Result<(), factledger::infra::outbox::SinkError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if !self.up.load(SeqCst) {
+            self.refused.fetch_add(1, SeqCst);
+            return Err(factledger::infra::outbox::SinkError::Connect("down".into()));
+        }
+        self.got
+            .lock()
+            .unwrap()
+            .push((m.id, m.aggregatetype.clone(), m.aggregateid.clone()));
+        Ok(())
+    }
+}
+
+both_backends!(
+    acceptance_13_with_every_sink_down_withdrawals_pay_right_and_the_outbox_drains_after,
+    |db: TestDb| async move {
+        use std::sync::atomic::Ordering::SeqCst;
+        let sink = std::sync::Arc::new(Downstream {
+            up: false.into(),
+            refused: 0.into(),
+            got: Default::default(),
+        });
+        let relay_sink = sink.clone();
+        let env = PayoutEnv::start_configured(&db, test_limits(), move |o| {
+            o.outbox_sinks = vec![relay_sink];
+            o.outbox_relay = factledger::infra::outbox::RelayConfig {
+                backoff_ms_min: 10,
+                backoff_ms_max: 50,
+                ..Default::default()
+            };
+        })
+        .await;
+        env.user("u-1", 100_000).await;
+        let paid = env.request("u-1", 20_000, "k-1").await;
+        let failed_id = factledger::payouts::api::withdrawal_id_for(
+            &format!("key:{}", env.app.admin_key_id),
+            "k-2",
+        );
+        env.fault(
+            &failed_id,
+            Fault::Fail {
+                failure_code: "INVALID_DESTINATION".into(),
+            },
+        );
+        env.request("u-1", 30_000, "k-2").await;
+        env.wait_status(&paid, "PAID").await;
+        env.wait_status(&failed_id, "FAILED").await;
+        assert_eq!(buckets(&env, "u-1").await, (80_000, 0));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while sink.refused.load(SeqCst) < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the relay never tried"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(sink.got.lock().unwrap().is_empty());
+        sink.up.store(true, SeqCst);
+        let total = env
+            .app
+            .state
+            .db
+            .fetch_i64("SELECT COUNT(*) FROM outbox", &[])
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while (sink.got.lock().unwrap().len() as i64) < total {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the backlog did not drain"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let got = sink.got.lock().unwrap().clone();
+        let ids: Vec<i64> = got.iter().map(|(id, _, _)| *id).collect();
+        assert_eq!(ids, (1..=total).collect::<Vec<_>>(), "every row, in order");
+        for id in [&paid, &failed_id] {
+            let told = got
+                .iter()
+                .filter(|(_, t, a)| t == "withdrawal" && a == id)
+                .count();
+            let events = env.withdrawal(id).await["events"].as_array().unwrap().len();
+            assert_eq!(told, events, "every state change of {id} is published");
+        }
+    }
+);
