@@ -16,12 +16,11 @@ mod common;
 
 use common::load::{self, Load, Progress, Targets};
 use common::mariadb::{a_statement_waits, hold_appends};
+use common::serve_child::ServeChild;
 use common::{Backend, TestDb};
 use factledger::infra::db::now_ms;
 use factledger::infra::jobs::cron;
-use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,57 +28,23 @@ use std::time::{Duration, Instant};
 const PROCESS_LEASE_MS: i64 = 3_000;
 /// How long a killed process stays down before it is started again.
 const DOWN_FOR: Duration = Duration::from_millis(500);
-/// How long a process may take to say it listens.
-const START_WAIT_MAX: Duration = Duration::from_secs(20);
 /// Time allowed for each wait of the test (load progress, cron catching up).
 const WAIT_MAX: Duration = Duration::from_secs(25);
 
-/// A `factledger serve` child, SIGKILLed when dropped.
-struct ServeProcess {
-    child: Child,
-    base: String,
-}
-
-impl Drop for ServeProcess {
-    fn drop(&mut self) {
-        // `Child::kill` is SIGKILL on Unix: no clean shutdown.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl ServeProcess {
-    fn start(dir: &Path, url: &str) -> ServeProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_factledger"))
-            .current_dir(dir)
-            .env_remove("FACTLEDGER_LISTEN")
-            .env("RUST_LOG", "warn")
-            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", url])
-            .args(["--cron-lease-ms", &PROCESS_LEASE_MS.to_string()])
-            .args(["--test-cron-heartbeat", "* * * * * *"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = Instant::now() + START_WAIT_MAX;
-        let base = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).expect("serve never said it listens");
-            if let Some(addr) = line.strip_prefix("factledger listening on ") {
-                break addr.trim().to_owned();
-            }
-        };
-        ServeProcess { child, base }
-    }
+/// A `serve` child with the short cron lease and the test heartbeat.
+fn start_server(dir: &Path, url: &str) -> ServeChild {
+    let lease = PROCESS_LEASE_MS.to_string();
+    ServeChild::start(
+        dir,
+        url,
+        &[
+            "--cron-lease-ms",
+            &lease,
+            "--test-cron-heartbeat",
+            "* * * * * *",
+        ],
+        &[],
+    )
 }
 
 /// Wait (bounded) until `share` of the load is acknowledged.
@@ -180,8 +145,8 @@ async fn two_serves_under_load_with_sigkills_lose_nothing_double_nothing_and_fir
     let pool = sqlx::MySqlPool::connect(&db.url).await.expect("connect");
     let dir = tempfile::tempdir().expect("temp dir");
     let mut servers = vec![
-        Some(ServeProcess::start(dir.path(), &db.url)),
-        Some(ServeProcess::start(dir.path(), &db.url)),
+        Some(start_server(dir.path(), &db.url)),
+        Some(start_server(dir.path(), &db.url)),
     ];
     let admin = std::fs::read_to_string(dir.path().join(factledger::infra::auth::ADMIN_KEY_FILE))
         .expect("the first serve wrote the admin key");
@@ -216,7 +181,7 @@ async fn two_serves_under_load_with_sigkills_lose_nothing_double_nothing_and_fir
         held.rollback().await.expect("release the sequence lock");
         tokio::time::sleep(DOWN_FOR).await;
         let (dir, url) = (dir.path().to_owned(), db.url.clone());
-        let back = tokio::task::spawn_blocking(move || ServeProcess::start(&dir, &url))
+        let back = tokio::task::spawn_blocking(move || start_server(&dir, &url))
             .await
             .expect("restart serve");
         targets.replace(victim, back.base.clone());

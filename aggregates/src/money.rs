@@ -11,7 +11,8 @@ pub struct ParseError {
 }
 
 impl ParseError {
-    fn new(rule: impl Into<String>) -> Self {
+    /// A refusal naming the rule the value broke.
+    pub fn new(rule: impl Into<String>) -> Self {
         Self { rule: rule.into() }
     }
 }

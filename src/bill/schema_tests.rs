@@ -21,6 +21,11 @@ fn declared() -> Vec<TableDef> {
         .chain(affiliate)
         .chain([crate::bill::order_status::CONFLICTS])
         .chain(factledger_projections::ledger::TABLES.iter().copied())
+        .chain(
+            factledger_projections::withdrawals::WITHDRAWALS_TABLES
+                .iter()
+                .copied(),
+        )
         .collect()
 }
 

@@ -408,7 +408,7 @@ pub(super) struct PayoutArgs {
     pub(super) payment_password_cost: String,
     /// How long a payout claim lasts without renewal (ms): a dead worker's payouts
     /// are taken over after it (the claim is renewed while a round runs).
-    #[arg(long, env = "FACTLEDGER_PAYOUT_LEASE_MS", default_value_t = factledger::payouts::worker::PAYOUT.lease_ms, hide_env_values = true)]
+    #[arg(long, env = "FACTLEDGER_PAYOUT_LEASE_MS", default_value_t = factledger::payouts::job::PAYOUT.lease_ms, hide_env_values = true)]
     pub(super) payout_lease_ms: i64,
 }
 

@@ -5,8 +5,9 @@
 //! it cannot apply stops it right before that event.
 //!
 //! A batch's journal lines go in multi-row inserts and its balance changes are summed
-//! per account first, one upsert per account, so a catch-up or a full rebuild writes
-//! about one statement per [`LINES_PER_INSERT`] lines plus one per account touched.
+//! per account first and written in multi-row upserts, so a catch-up writes about one
+//! statement per [`LINES_PER_INSERT`] lines plus one per [`ACCOUNTS_PER_UPSERT`]
+//! accounts touched.
 //! The currency of a stream comes from its opening event, kept in
 //! `journal_stream_currencies` and cached for the batch.
 
@@ -28,7 +29,9 @@ use std::collections::{BTreeMap, HashMap};
 pub const BATCH_EVENTS_MAX: i64 = crate::runtime::projection::BATCH_EVENTS_MAX;
 
 /// Journal lines per multi-row insert.
-pub const LINES_PER_INSERT: usize = 500;
+pub const LINES_PER_INSERT: usize = 2_000;
+/// Account balance rows per multi-row upsert.
+pub const ACCOUNTS_PER_UPSERT: usize = 500;
 
 /// An event of a batch, classified.
 pub(super) type Batch = Vec<(i64, String, Journaled)>;
@@ -71,14 +74,24 @@ pub(super) struct Delta {
     pub(super) last_position: i64,
 }
 
-/// Write a classified batch inside `tx`; an event that cannot be applied (a money
-/// event of a stream whose currency was never named) is an error at its position.
-async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
-    // Cached for the batch, a stream known to name none too (a campaign counted in
-    // orders).
-    let mut currencies: HashMap<(&'static str, String), Option<Currency>> = HashMap::new();
-    let mut journal: Vec<Line> = Vec::new();
-    let mut deltas: BTreeMap<String, Delta> = BTreeMap::new();
+/// A stream a batch opens: its type, id and currency.
+pub(super) type Opened = (&'static str, String, Currency);
+
+/// Streams' currencies as known so far (`None`: a stream known to name none, such
+/// as a campaign counted in orders).
+pub(super) type Currencies = HashMap<(&'static str, String), Option<Currency>>;
+
+/// The journal lines of a classified batch, each account's totals added to `deltas`
+/// and each stream it opens added to `known` (and returned). A money event of a
+/// stream whose currency is not in `known` is an error at its position: callers put
+/// every stream the batch moves there first ([`streams_moved`]).
+pub(super) fn journal_lines(
+    batch: &Batch,
+    known: &mut Currencies,
+    deltas: &mut BTreeMap<String, Delta>,
+) -> Result<(Vec<Line>, Vec<Opened>), WriteError> {
+    let mut journal = Vec::new();
+    let mut opened = Vec::new();
     for (position, stream_id, j) in batch {
         match j {
             Journaled::Opens {
@@ -86,15 +99,8 @@ async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
                 currency,
                 accounts,
             } => {
-                let sql = "INSERT INTO journal_stream_currencies (stream_type, stream_id, \
-                           currency) VALUES (?, ?, ?)";
-                let args = [
-                    Cell::text(*stream_type),
-                    Cell::text(stream_id),
-                    Cell::text(currency.as_str()),
-                ];
-                tx.exec(sql, &args).await?;
-                currencies.insert((stream_type, stream_id.clone()), Some(*currency));
+                known.insert((stream_type, stream_id.clone()), Some(*currency));
+                opened.push((*stream_type, stream_id.clone(), *currency));
                 for a in accounts {
                     let d = deltas.entry(a.clone()).or_default();
                     d.currency = Some(*currency);
@@ -102,15 +108,10 @@ async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
                 }
             }
             Journaled::Moves(e) => {
-                let key = (e.stream_type(), stream_id.clone());
-                let currency = match currencies.get(&key) {
-                    Some(c) => *c,
-                    None => {
-                        let c = stream_currency(tx, key.0, stream_id).await?;
-                        currencies.insert(key, c);
-                        c
-                    }
-                };
+                let currency = known
+                    .get(&(e.stream_type(), stream_id.clone()))
+                    .copied()
+                    .flatten();
                 let Some(posting) = posting_of(e, *position, stream_id, currency)? else {
                     continue;
                 };
@@ -125,6 +126,53 @@ async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
             }
         }
     }
+    Ok((journal, opened))
+}
+
+/// The streams a batch moves money on that it does not open itself.
+fn streams_moved(batch: &Batch) -> Vec<(&'static str, String)> {
+    let mut opened = std::collections::HashSet::new();
+    let mut moved = Vec::new();
+    for (_, stream_id, j) in batch {
+        match j {
+            Journaled::Opens { stream_type, .. } => {
+                opened.insert((*stream_type, stream_id.as_str()));
+            }
+            Journaled::Moves(e) => {
+                let key = (e.stream_type(), stream_id.as_str());
+                if !opened.contains(&key)
+                    && !moved
+                        .iter()
+                        .any(|(t, id): &(&str, String)| (*t, id.as_str()) == key)
+                {
+                    moved.push((e.stream_type(), stream_id.clone()));
+                }
+            }
+        }
+    }
+    moved
+}
+
+/// Write a classified batch inside `tx`; an event that cannot be applied (a money
+/// event of a stream whose currency was never named) is an error at its position.
+async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
+    let mut known = Currencies::new();
+    for (stream_type, stream_id) in streams_moved(batch) {
+        let c = stream_currency(tx, stream_type, &stream_id).await?;
+        known.insert((stream_type, stream_id), c);
+    }
+    let mut deltas = BTreeMap::new();
+    let (journal, opened) = journal_lines(batch, &mut known, &mut deltas)?;
+    for (stream_type, stream_id, currency) in opened {
+        let sql = "INSERT INTO journal_stream_currencies (stream_type, stream_id, \
+                   currency) VALUES (?, ?, ?)";
+        let args = [
+            Cell::text(stream_type),
+            Cell::text(stream_id),
+            Cell::text(currency.as_str()),
+        ];
+        tx.exec(sql, &args).await?;
+    }
     insert_lines(tx, &journal).await?;
     add_to_balances(tx, &deltas).await?;
     Ok(())
@@ -132,7 +180,7 @@ async fn write_in(tx: &mut Tx, batch: &Batch) -> Result<(), WriteError> {
 
 /// The posting of `e` given its stream's currency; a money event of a stream that
 /// must have named one and did not is an error at its position.
-pub(super) fn posting_of(
+fn posting_of(
     e: &MoneyEvent,
     position: i64,
     stream_id: &str,
@@ -198,7 +246,8 @@ async fn stream_currency(
     }
 }
 
-/// Journal lines in multi-row inserts.
+/// Journal lines in multi-row inserts (measured: MariaDB's text protocol with
+/// inlined literals is no faster here than bound arguments).
 pub(super) async fn insert_lines(tx: &mut Tx, journal: &[Line]) -> Result<(), sqlx::Error> {
     let names: Vec<&str> = JOURNAL.columns.iter().map(|c| c.name).collect();
     let row = format!("({})", vec!["?"; names.len()].join(", "));
@@ -229,31 +278,39 @@ pub(super) async fn insert_lines(tx: &mut Tx, journal: &[Line]) -> Result<(), sq
     Ok(())
 }
 
-/// Add each account's batch totals to its row (created on first sight).
+/// Add each account's batch totals to its row (created on first sight), in
+/// multi-row upserts of [`ACCOUNTS_PER_UPSERT`].
 pub(super) async fn add_to_balances(
     tx: &mut Tx,
     deltas: &BTreeMap<String, Delta>,
 ) -> Result<(), sqlx::Error> {
     let names: Vec<&str> = ACCOUNT_BALANCES.columns.iter().map(|c| c.name).collect();
-    let sql = tx.dialect().upsert_adding(
-        ACCOUNT_BALANCES.name,
-        &names,
-        ACCOUNT_BALANCES.key,
-        &["debits_minor", "credits_minor"],
-        &["last_position"],
-    );
-    for (account, d) in deltas {
-        let Some(currency) = d.currency else { continue };
-        let side = AccountKind::of(account).map_or("DEBIT", |k| k.normal_side().as_str());
-        let args = [
-            Cell::text(account),
-            Cell::text(kind_label(account)),
-            Cell::text(currency.as_str()),
-            Cell::text(side),
-            Cell::Int(d.debits),
-            Cell::Int(d.credits),
-            Cell::Int(d.last_position),
-        ];
+    let rows: Vec<(&String, &Delta, Currency)> = deltas
+        .iter()
+        .filter_map(|(a, d)| d.currency.map(|c| (a, d, c)))
+        .collect();
+    for chunk in rows.chunks(ACCOUNTS_PER_UPSERT) {
+        let sql = tx.dialect().upsert_adding_rows(
+            ACCOUNT_BALANCES.name,
+            &names,
+            ACCOUNT_BALANCES.key,
+            &["debits_minor", "credits_minor"],
+            &["last_position"],
+            chunk.len(),
+        );
+        let mut args = Vec::with_capacity(chunk.len() * names.len());
+        for (account, d, currency) in chunk {
+            let side = AccountKind::of(account).map_or("DEBIT", |k| k.normal_side().as_str());
+            args.extend([
+                Cell::text(*account),
+                Cell::text(kind_label(account)),
+                Cell::text(currency.as_str()),
+                Cell::text(side),
+                Cell::Int(d.debits),
+                Cell::Int(d.credits),
+                Cell::Int(d.last_position),
+            ]);
+        }
         tx.exec(&sql, &args).await?;
     }
     Ok(())

@@ -10,15 +10,15 @@
 //! that names a currency and one per account.
 
 use super::projection::{
-    add_to_balances, classify_all, insert_lines, lock_checkpoint, posting_of, Batch, Delta,
+    add_to_balances, classify_all, insert_lines, journal_lines, lock_checkpoint, Batch, Currencies,
+    Delta, Opened,
 };
 use crate::infra::db::{Db, Tx};
 use crate::infra::store::{time_text, DynStore, READ_LIMIT_MAX};
 use crate::runtime::projection::RunnerError;
-use factledger_aggregates::money::Currency;
-use factledger_projections::ledger::{lines, Journaled, Line, NAME, TABLES, VERSION};
+use factledger_projections::ledger::{Line, NAME, TABLES, VERSION};
 use factledger_projections::table::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Classified pages in flight between the reader and the writer.
@@ -29,62 +29,30 @@ const CURRENCIES_PER_INSERT: usize = 500;
 /// What the replay has seen so far.
 #[derive(Default)]
 struct Replay {
-    currencies: HashMap<(&'static str, String), Currency>,
+    currencies: Currencies,
+    opened: Vec<Opened>,
     deltas: BTreeMap<String, Delta>,
 }
 
 impl Replay {
-    /// The journal lines of a classified page.
+    /// The journal lines of a classified page (the tables started empty: every
+    /// stream's currency is known from its opening event, read earlier).
     fn lines(&mut self, batch: &Batch) -> Result<Vec<Line>, super::projection::WriteError> {
-        let mut journal = Vec::new();
-        for (position, stream_id, j) in batch {
-            match j {
-                Journaled::Opens {
-                    stream_type,
-                    currency,
-                    accounts,
-                } => {
-                    self.currencies
-                        .insert((stream_type, stream_id.clone()), *currency);
-                    for a in accounts {
-                        let d = self.deltas.entry(a.clone()).or_default();
-                        d.currency = Some(*currency);
-                        d.last_position = *position;
-                    }
-                }
-                Journaled::Moves(e) => {
-                    let currency = self
-                        .currencies
-                        .get(&(e.stream_type(), stream_id.clone()))
-                        .copied();
-                    let Some(posting) = posting_of(e, *position, stream_id, currency)? else {
-                        continue;
-                    };
-                    for line in lines(*position, e.stream_type(), stream_id, &posting) {
-                        let d = self.deltas.entry(line.account.clone()).or_default();
-                        d.currency = Some(line.currency);
-                        d.debits += line.debit_minor;
-                        d.credits += line.credit_minor;
-                        d.last_position = *position;
-                        journal.push(line);
-                    }
-                }
-            }
-        }
+        let (journal, opened) = journal_lines(batch, &mut self.currencies, &mut self.deltas)?;
+        self.opened.extend(opened);
         Ok(journal)
     }
 
     /// The stream currencies and account balances, once, at the end.
     async fn finish(self, tx: &mut Tx) -> Result<(), sqlx::Error> {
-        let currencies: Vec<_> = self.currencies.into_iter().collect();
-        for chunk in currencies.chunks(CURRENCIES_PER_INSERT) {
+        for chunk in self.opened.chunks(CURRENCIES_PER_INSERT) {
             let sql = format!(
                 "INSERT INTO journal_stream_currencies (stream_type, stream_id, currency) \
                  VALUES {}",
                 vec!["(?, ?, ?)"; chunk.len()].join(", ")
             );
             let mut args = Vec::with_capacity(chunk.len() * 3);
-            for ((stream_type, stream_id), currency) in chunk {
+            for (stream_type, stream_id, currency) in chunk {
                 args.extend([
                     Cell::text(*stream_type),
                     Cell::text(stream_id),
@@ -167,19 +135,27 @@ pub async fn rebuild_full(
     let reading = reader.await.map_err(|e| {
         RunnerError::Database(sqlx::Error::Protocol(format!("journal reader: {e}")))
     })?;
+    let at = Instant::now();
+    let accounts = replay.deltas.len();
     replay.finish(&mut tx).await?;
+    let finishing = at.elapsed();
     let sql = "UPDATE projection_checkpoints SET position = ?, updated_at = ?, \
                last_error = NULL, error_position = NULL WHERE name = ?";
     let now = Cell::Text(time_text(&chrono::Utc::now()));
     tx.exec(sql, &[Cell::Int(position), now, Cell::text(NAME)])
         .await?;
+    let at = Instant::now();
     tx.commit().await?;
+    let committing = at.elapsed();
     tracing::info!(
         projection = NAME,
         events_read,
         position,
         reading_ms = reading.as_millis() as u64,
         writing_ms = writing.as_millis() as u64,
+        accounts,
+        finishing_ms = finishing.as_millis() as u64,
+        committing_ms = committing.as_millis() as u64,
         total_ms = started.elapsed().as_millis() as u64,
         "full rebuild done"
     );

@@ -269,9 +269,9 @@ pub async fn request(
     if done.events.is_empty() {
         return replayed(&state, &id).await;
     }
-    state.jobs.kick_soon(vec![
-        super::worker::PAYOUT.code(&super::worker::business_key(&id))
-    ]);
+    state
+        .jobs
+        .kick_soon(vec![super::job::PAYOUT.code(&super::job::business_key(&id))]);
     let detail = reads::detail(&state.store, &id).await?;
     Ok((StatusCode::CREATED, Json(detail)).into_response())
 }
@@ -358,7 +358,7 @@ pub async fn post_on_withdrawal(
         .map_err(unit_error)?;
     if approve {
         state.jobs.kick_soon(vec![
-            super::worker::PAYOUT.code(&super::worker::business_key(id.as_str()))
+            super::job::PAYOUT.code(&super::job::business_key(id.as_str()))
         ]);
     }
     Ok(Json(reads::detail(&state.store, id.as_str()).await?))

@@ -4,7 +4,7 @@
 //!
 //! - `units` — the units of work (request, review, attempt, outcome) with their
 //!   wallet effects;
-//! - `worker` — the `payout` job kind (R-PAY-3);
+//! - `job`, `worker` — the `payout` job kind and its handler (R-PAY-3);
 //! - `webhook` — applying a provider's callback (R-PAY-4);
 //! - `provider`, `xendit` — the provider boundary and its HTTP adapter;
 //! - `policy`, `password` — limits, the risk rule and payment passwords (R-PAY-1);
@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod api_profile;
+pub mod job;
 pub mod password;
 pub mod policy;
 pub mod provider;

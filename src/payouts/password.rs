@@ -213,7 +213,7 @@ pub async fn verify(db: &Db, user_id: &str, password: &str) -> Result<(), Passwo
     let failed = db
         .fetch_i64(
             "SELECT failed_attempts FROM payment_passwords WHERE user_id = ?",
-            &[key.clone()],
+            std::slice::from_ref(&key),
         )
         .await?;
     if failed >= ATTEMPTS_MAX {

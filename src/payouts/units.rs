@@ -47,8 +47,8 @@ pub fn payout_job(
     now_ms: i64,
 ) -> Result<crate::infra::store::JobRow, PayoutUnitError> {
     JobSubmit::plain(
-        &super::worker::PAYOUT,
-        super::worker::business_key(withdrawal_id),
+        &super::job::PAYOUT,
+        super::job::business_key(withdrawal_id),
         serde_json::json!({ "withdrawal_id": withdrawal_id }),
     )
     .row(now_ms)

@@ -19,7 +19,7 @@
 
 use super::provider::{CallRecord, CreateOutcome, PayoutProvider, PayoutRequest, QueryOutcome};
 use super::units::{record_outcome, start_attempt, PayoutUnitError};
-use crate::infra::jobs::{Backoff, ClaimedJob, JobFailure, JobHandler, JobKind, RoundReport};
+use crate::infra::jobs::{ClaimedJob, JobFailure, JobHandler, RoundReport};
 use crate::infra::store::{DynStore, Fence, Metadata};
 use crate::runtime::bus::load;
 use async_trait::async_trait;
@@ -30,39 +30,8 @@ use factledger_aggregates::withdrawal::{
 use serde_json::json;
 use std::sync::Arc;
 
-/// Retry delays of a waiting payout: quick at first (a webhook usually follows the
-/// answer within seconds), then every 5 minutes.
-pub const RETRY_SECONDS: &[i64] = &[2, 5, 15, 60, 300];
-/// Rounds before a payout job gives up and a person looks (about 16 hours).
-pub const ROUNDS_MAX: i32 = 200;
 /// Steps one round may take (each a provider call or a record).
 const STEPS_MAX: usize = 8;
-
-pub static PAYOUT: JobKind = JobKind {
-    lease_ms: 2 * 60 * 1_000,
-    backoff: Backoff::Seconds(RETRY_SECONDS),
-    max_retry_count: ROUNDS_MAX,
-    cap: Some(50),
-    parallelism: 50,
-    ..JobKind::new("payout", "PAYOUT")
-};
-
-/// The payout kind with another lease (one per process: the first asked for wins).
-pub fn kind(lease_ms: Option<i64>) -> &'static JobKind {
-    static KIND: std::sync::OnceLock<JobKind> = std::sync::OnceLock::new();
-    match lease_ms {
-        None => &PAYOUT,
-        Some(ms) if ms == PAYOUT.lease_ms => &PAYOUT,
-        Some(ms) => KIND.get_or_init(|| JobKind {
-            lease_ms: ms,
-            ..PAYOUT.clone()
-        }),
-    }
-}
-
-pub fn business_key(withdrawal_id: &str) -> String {
-    format!("withdrawal:{withdrawal_id}")
-}
 
 /// The actor the worker records.
 pub const WORKER_ACTOR: &str = "job:payout";

@@ -118,7 +118,7 @@ pub struct ServeOptions {
     /// The Xendit-shaped provider to pay through and to take webhooks from
     /// (`POST /v1/callbacks/xendit`); sets `payout_provider` unless one is given.
     pub payout_provider_config: Option<payouts::PayoutProviderConfig>,
-    /// The payout claim's lease (default `payouts::worker::PAYOUT`'s 2 min).
+    /// The payout claim's lease (default `payouts::job::PAYOUT`'s 2 min).
     pub payout_lease_ms: Option<i64>,
 }
 
@@ -290,7 +290,7 @@ pub async fn job_engine(
     if let Some(provider) = &options.payout_provider {
         // The payout worker (R-PAY-3): one job per approved withdrawal.
         kinds.push((
-            crate::payouts::worker::kind(options.payout_lease_ms),
+            crate::payouts::job::kind(options.payout_lease_ms),
             Arc::new(crate::payouts::worker::PayoutHandler::new(
                 db.store.clone(),
                 provider.clone(),

@@ -9,6 +9,8 @@
 pub mod app;
 pub mod load;
 pub mod mariadb;
+pub mod serve_child;
+pub mod sinks;
 
 use factledger::infra::store::{self, DynStore};
 use sqlx::Connection;
@@ -308,4 +310,21 @@ pub async fn reference_data(db: &TestDb) {
     )
     .await
     .unwrap();
+}
+
+/// A small deterministic generator for seeded randomized tests (xorshift64*, no
+/// dependency): a failing seed replays exactly.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
+    }
+
+    pub fn one<'a>(&mut self, of: &[&'a str]) -> &'a str {
+        of[self.below(of.len() as u64) as usize]
+    }
 }

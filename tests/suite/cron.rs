@@ -6,6 +6,7 @@
 use crate::common;
 
 use async_trait::async_trait;
+use common::serve_child::ServeChild;
 use common::{exec, scalar, TestDb};
 use factledger::infra::db::{now_ms, Db};
 use factledger::infra::jobs::cron::{
@@ -14,9 +15,7 @@ use factledger::infra::jobs::cron::{
 use factledger::infra::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, RoundReport};
 use factledger::infra::jobs::{ClaimedJob, JobKind, JobSubmit};
 use serde_json::{json, Value};
-use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -474,61 +473,25 @@ both_backends!(
 // -----------------------------------------------------------------------------------
 // Two `factledger serve` processes on one MariaDB database.
 
-/// A `factledger serve` child, killed when dropped.
-struct Server {
-    child: Child,
-    pid: u32,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Cron lease of the process test: a dead holder is replaced 2 to 4 s after the kill,
 /// so at least two firings are missed and must be caught up (a takeover that fired only
 /// the newest would leave a gap).
 const PROCESS_LEASE_MS: i64 = 3_000;
 
-impl Server {
-    fn start(dir: &Path, url: &str) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_factledger"))
-            .current_dir(dir)
-            .env_remove("FACTLEDGER_LISTEN")
-            .env("RUST_LOG", "warn")
-            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", url])
-            .args(["--cron-lease-ms", &PROCESS_LEASE_MS.to_string()])
-            .args(["--test-cron-heartbeat", "* * * * * *"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let base = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).expect("serve never said it listens");
-            if let Some(addr) = line.strip_prefix("factledger listening on ") {
-                break addr.trim().to_owned();
-            }
-        };
-        Server {
-            pid: child.id(),
-            child,
-            base,
-        }
-    }
+/// A `serve` child with the short cron lease and the test heartbeat.
+fn start_server(dir: &Path, url: &str) -> ServeChild {
+    let lease = PROCESS_LEASE_MS.to_string();
+    ServeChild::start(
+        dir,
+        url,
+        &[
+            "--cron-lease-ms",
+            &lease,
+            "--test-cron-heartbeat",
+            "* * * * * *",
+        ],
+        &[],
+    )
 }
 
 /// The pid in a lease owner id (`host:pid:suffix`).
@@ -561,8 +524,8 @@ async fn two_serve_processes_fire_each_second_once_and_none_is_lost_when_the_hol
     let db = TestDb::new(common::Backend::Mysql).await;
     let pool = db.database().await.db;
     let dir = tempfile::tempdir().unwrap();
-    let first = Server::start(dir.path(), &db.url);
-    let second = Server::start(dir.path(), &db.url);
+    let first = start_server(dir.path(), &db.url);
+    let second = start_server(dir.path(), &db.url);
     let mut servers = vec![first, second];
 
     // Firings start; find the holder.

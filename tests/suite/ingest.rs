@@ -500,43 +500,11 @@ both_backends!(
     }
 );
 
-/// A notification sink (chat alerts, push, a broker) that is down until told
-/// otherwise, and remembers what it was given once up.
-struct Downstream {
-    up: std::sync::atomic::AtomicBool,
-    refused: std::sync::atomic::AtomicU64,
-    got: std::sync::Mutex<Vec<(i64, String)>>,
-}
-
-#[async_trait::async_trait]
-impl factledger::infra::outbox::Sink for Downstream {
-    fn name(&self) -> &str {
-        "downstream"
-    }
-
-    async fn deliver(
-        &self,
-        m: &factledger::infra::outbox::OutboxMessage,
-    ) -> Result<(), factledger::infra::outbox::SinkError> {
-        if !self.up.load(std::sync::atomic::Ordering::SeqCst) {
-            self.refused
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            return Err(factledger::infra::outbox::SinkError::Connect("down".into()));
-        }
-        self.got.lock().unwrap().push((m.id, m.aggregateid.clone()));
-        Ok(())
-    }
-}
-
 both_backends!(
     with_every_notification_sink_down_money_stays_right_and_the_outbox_drains_after,
     |db: TestDb| async move {
         reference_data(&db).await;
-        let sink = std::sync::Arc::new(Downstream {
-            up: false.into(),
-            refused: 0.into(),
-            got: Default::default(),
-        });
+        let sink = std::sync::Arc::new(crate::common::sinks::Downstream::default());
         let config = factledger::infra::outbox::RelayConfig {
             backoff_ms_min: 10,
             backoff_ms_max: 50,
@@ -561,31 +529,31 @@ both_backends!(
             6_000
         );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        while sink.refused.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        while sink.refused() < 3 {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the relay never tried"
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        assert!(sink.got.lock().unwrap().is_empty());
+        assert!(sink.got().is_empty());
         // Back up: every outbox row arrives, in id order, none skipped.
-        sink.up.store(true, std::sync::atomic::Ordering::SeqCst);
+        sink.set_up();
         let total = outbox_rows(&db).await;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        while (sink.got.lock().unwrap().len() as i64) < total {
+        while (sink.got().len() as i64) < total {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the backlog did not drain"
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        let got = sink.got.lock().unwrap().clone();
-        let ids: Vec<i64> = got.iter().map(|(id, _)| *id).collect();
+        let got = sink.got();
+        let ids: Vec<i64> = got.iter().map(|(id, _, _)| *id).collect();
         assert_eq!(ids, (1..=total).collect::<Vec<_>>());
         for stream in [ORDER, CASHBACK, OWNER_WALLET] {
             assert!(
-                got.iter().any(|(_, a)| a == stream),
+                got.iter().any(|(_, _, a)| a == stream),
                 "nothing about {stream}"
             );
         }

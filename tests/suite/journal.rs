@@ -243,17 +243,7 @@ both_backends!(
     }
 );
 
-/// A small deterministic generator (no dependency): xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
-    }
-}
+use crate::common::Rng;
 
 both_backends!(
     random_wallet_commands_keep_the_trial_balance_zero_after_every_step,

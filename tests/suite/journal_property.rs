@@ -12,7 +12,7 @@
 
 use crate::common;
 
-use common::{meta, reference_data, TestDb};
+use common::{meta, reference_data, Rng, TestDb};
 use factledger::affiliate::ingest::Ingestor;
 use factledger::affiliate::recovery::resolve_recovery;
 use factledger::affiliate::settlement::{settle_due, RoundLimits};
@@ -33,22 +33,6 @@ const STEPS: u64 = 160;
 /// The cashback fund of the `SHOPEE:ID` campaign, in minor units of IDR.
 const FUND_MINOR: i64 = 30_000;
 const WALLETS: [&str; 2] = ["u-1:IDR", "u-0:IDR"];
-
-/// xorshift64*: small, deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
-    }
-
-    fn one<'a>(&mut self, of: &[&'a str]) -> &'a str {
-        of[self.below(of.len() as u64) as usize]
-    }
-}
 
 /// What the steps did, so the test can insist on a real mix.
 #[derive(Default, Debug)]

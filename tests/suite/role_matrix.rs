@@ -117,6 +117,19 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("post", "/v1/audit/verify", Read),
     ("get", "/v1/audit/anchors", Read),
     ("post", "/v1/audit/anchors", Operate),
+    ("get", "/v1/withdrawals", Read),
+    ("post", "/v1/withdrawals", Write),
+    ("get", "/v1/withdrawals/{withdrawal_id}", Read),
+    ("post", "/v1/withdrawals/{withdrawal_id}:approve", Operate),
+    ("put", "/v1/users/{user_id}/payment-password", Write),
+    ("post", "/v1/users/{user_id}/kyc", Operate),
+    ("post", "/v1/users/{user_id}/payout-accounts", Write),
+    (
+        "post",
+        "/v1/users/{user_id}/payout-accounts/{account_id}:verify",
+        Operate,
+    ),
+    ("get", "/v1/users/{user_id}/payout-profile", Read),
 ];
 
 /// A concrete request path for a documented one: every `{param}` filled with a value
@@ -154,6 +167,8 @@ fn concrete(path: &str) -> String {
         ("{code}", "X:1"),
         ("{provider}", "no-such-provider"),
         ("{account}", "wallet:w-1:available"),
+        ("{withdrawal_id}", "wd-1"),
+        ("{account_id}", "pa-1"),
     ];
     let mut out = path.to_owned();
     for (k, v) in values {
@@ -201,6 +216,7 @@ fn routed() -> BTreeSet<(String, String)> {
         ("pub fn routes(", include_str!("../../src/callbacks/mod.rs")),
         ("pub fn routes(", include_str!("../../src/audit/mod.rs")),
         ("pub fn routes(", include_str!("../../src/ops/mod.rs")),
+        ("pub fn routes(", include_str!("../../src/payouts/mod.rs")),
     ];
     let body = sources
         .iter()
@@ -293,6 +309,7 @@ both_backends!(
             for role in ROLES {
                 let (m, body) = match *method {
                     "post" => (Method::POST, Some("{}")),
+                    "put" => (Method::PUT, Some("{}")),
                     _ => (Method::GET, None),
                 };
                 let r = app.send(m, &url, app.key(role), body, &[]).await;

@@ -3,61 +3,31 @@
 //! query by reference restores PROCESSING/PAID, and the simulator shows exactly one
 //! payout. A real `factledger serve` child process, both backends.
 
+use crate::common::serve_child::ServeChild;
 use crate::common::TestDb;
 use payout_sim::{Fault, SimConfig};
 use serde_json::{json, Value};
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A `factledger serve` child, SIGKILLed when dropped.
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serve {
-    fn start(dir: &std::path::Path, url: &str, sim: &str) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_factledger"))
-            .current_dir(dir)
-            .env_remove("FACTLEDGER_LISTEN")
-            .env("RUST_LOG", "warn")
-            .env("FACTLEDGER_PAYOUT_SECRET", "crash-secret")
-            .env("FACTLEDGER_PAYOUT_CALLBACK_TOKEN", "crash-token")
-            .env("FACTLEDGER_PASSWORD_COST", "1024,1,1")
-            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", url])
-            .args(["--payout-url", sim, "--payout-lease-ms", "1500"])
-            .args(["--settlement-every", "off"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn serve");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let base = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).expect("serve never said it listens");
-            if let Some(addr) = line.strip_prefix("factledger listening on ") {
-                break addr.trim().to_owned();
-            }
-        };
-        Serve { child, base }
-    }
+/// `factledger serve` paying through the simulator at `sim`, with a short payout lease.
+fn start_serve(dir: &std::path::Path, url: &str, sim: &str) -> ServeChild {
+    ServeChild::start(
+        dir,
+        url,
+        &[
+            "--payout-url",
+            sim,
+            "--payout-lease-ms",
+            "1500",
+            "--settlement-every",
+            "off",
+        ],
+        &[
+            ("FACTLEDGER_PAYOUT_SECRET", "crash-secret"),
+            ("FACTLEDGER_PAYOUT_CALLBACK_TOKEN", "crash-token"),
+            ("FACTLEDGER_PASSWORD_COST", "1024,1,1"),
+        ],
+    )
 }
 
 async fn call(
@@ -115,7 +85,7 @@ both_backends!(
         .await
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let serve = Serve::start(dir.path(), &db.url, &sim.base_url());
+        let serve = start_serve(dir.path(), &db.url, &sim.base_url());
         let admin =
             std::fs::read_to_string(dir.path().join(factledger::infra::auth::ADMIN_KEY_FILE))
                 .unwrap();
@@ -195,7 +165,7 @@ both_backends!(
         drop(serve);
         let before = call_after_restart_free(&sim, &id);
         assert_eq!(before, 1, "the provider made the payout before the kill");
-        let serve = Serve::start(dir.path(), &db.url, &sim.base_url());
+        let serve = start_serve(dir.path(), &db.url, &sim.base_url());
         let w = wait_for(&serve.base, &key, &id, |w| {
             w["status"] == "PROCESSING" || w["status"] == "PAID"
         })

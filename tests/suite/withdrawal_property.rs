@@ -14,7 +14,7 @@
 //! and at the end, once the provider settled everything and the worker caught up,
 //! every withdrawal the provider paid is PAID. Bounded: `STEPS` per backend.
 
-use crate::common::{meta, TestDb};
+use crate::common::{meta, Rng, TestDb};
 use factledger::payouts::provider::{ProviderPayout, ProviderStatus};
 use factledger::payouts::units::{self, DailyLimits};
 use factledger::payouts::webhook::apply_report;
@@ -31,17 +31,6 @@ use std::collections::BTreeMap;
 const STEPS: u64 = 240;
 const CREDITED: i64 = 1_000_000;
 const WALLET: &str = "w-1";
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Truth {

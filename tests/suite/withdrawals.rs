@@ -8,6 +8,21 @@ use crate::payout_env::{test_limits, PayoutEnv, PASSWORD};
 use payout_sim::Fault;
 use serde_json::{json, Value};
 
+/// The event types of a withdrawal read, in order.
+fn event_names(w: &Value) -> Vec<String> {
+    w["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The id the next request of the admin under `key` will get (to script a fault).
+fn id_for(env: &PayoutEnv, key: &str) -> String {
+    factledger::payouts::api::withdrawal_id_for(&format!("key:{}", env.app.admin_key_id), key)
+}
+
 /// The wallet's buckets: (available, frozen).
 async fn buckets(env: &PayoutEnv, user: &str) -> (i64, i64) {
     let w = env.wallet(user).await;
@@ -95,12 +110,7 @@ both_backends!(
         assert_eq!(attempt["idempotency_key"], id.as_str());
         assert!(attempt["call"]["elapsed_ms"].is_u64(), "{attempt}");
         assert_eq!(attempt["call"]["http_status"], 200);
-        let names: Vec<_> = w["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["event_type"].as_str().unwrap().to_owned())
-            .collect();
+        let names = event_names(&w);
         assert_eq!(
             names[..4],
             [
@@ -437,19 +447,11 @@ both_backends!(
         // The provider accepts, answers too late, and settles only when told to.
         env.sim.sim.set_settings(Some(600_000), None, None).unwrap();
         // The ids are derived from the key: script the faults for the id to come.
-        let id = factledger::payouts::api::withdrawal_id_for(
-            &format!("key:{}", env.app.admin_key_id),
-            "k-timeout",
-        );
+        let id = id_for(&env, "k-timeout");
         env.fault(&id, Fault::AcceptThenTimeout { delay_ms: 3_000 });
         assert_eq!(env.request("u-1", 30_000, "k-timeout").await, id);
         let w = env.wait_status(&id, "PROCESSING").await;
-        let names: Vec<_> = w["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["event_type"].as_str().unwrap().to_owned())
-            .collect();
+        let names = event_names(&w);
         assert_eq!(
             names,
             [
@@ -486,19 +488,11 @@ both_backends!(
     |db: TestDb| async move {
         let env = PayoutEnv::start(&db).await;
         env.user("u-1", 100_000).await;
-        let id = factledger::payouts::api::withdrawal_id_for(
-            &format!("key:{}", env.app.admin_key_id),
-            "k-5xx",
-        );
+        let id = id_for(&env, "k-5xx");
         env.fault(&id, Fault::Error5xxBeforeAccept { status: 503 });
         env.request("u-1", 30_000, "k-5xx").await;
         let w = env.wait_status(&id, "PAID").await;
-        let names: Vec<_> = w["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["event_type"].as_str().unwrap().to_owned())
-            .collect();
+        let names = event_names(&w);
         assert!(
             names.contains(&"PayoutConfirmedAbsent".to_owned()),
             "{names:?}"
@@ -518,19 +512,11 @@ both_backends!(
     |db: TestDb| async move {
         let env = PayoutEnv::start(&db).await;
         env.user("u-1", 100_000).await;
-        let id = factledger::payouts::api::withdrawal_id_for(
-            &format!("key:{}", env.app.admin_key_id),
-            "k-held",
-        );
+        let id = id_for(&env, "k-held");
         env.fault(&id, Fault::InsufficientBalance);
         env.request("u-1", 30_000, "k-held").await;
         let w = env.wait_status(&id, "PAID").await;
-        let names: Vec<_> = w["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["event_type"].as_str().unwrap().to_owned())
-            .collect();
+        let names = event_names(&w);
         assert!(names.contains(&"PayoutFundsHeld".to_owned()), "{names:?}");
         assert_eq!(w["provider_reference"], format!("{id}:r1"));
         assert_eq!(env.creates(&format!("{id}:r1")), 1);
@@ -563,10 +549,7 @@ both_backends!(
         ];
         let mut ids = Vec::new();
         for (key, fault) in faults {
-            let id = factledger::payouts::api::withdrawal_id_for(
-                &format!("key:{}", env.app.admin_key_id),
-                key,
-            );
+            let id = id_for(&env, key);
             env.fault(&id, fault);
             assert_eq!(env.request("u-1", 10_000, key).await, id);
             ids.push(id);
@@ -603,45 +586,10 @@ both_backends!(
     }
 );
 
-/// A sink that is down until told otherwise, and remembers what it got once up.
-struct Downstream {
-    up: std::sync::atomic::AtomicBool,
-    refused: std::sync::atomic::AtomicU64,
-    got: std::sync::Mutex<Vec<(i64, String, String)>>,
-}
-
-#[async_trait::async_trait]
-impl factledger::infra::outbox::Sink for Downstream {
-    fn name(&self) -> &str {
-        "downstream"
-    }
-
-    async fn deliver(
-        &self,
-        m: &factledger::infra::outbox::OutboxMessage,
-    ) -> Result<(), factledger::infra::outbox::SinkError> {
-        use std::sync::atomic::Ordering::SeqCst;
-        if !self.up.load(SeqCst) {
-            self.refused.fetch_add(1, SeqCst);
-            return Err(factledger::infra::outbox::SinkError::Connect("down".into()));
-        }
-        self.got
-            .lock()
-            .unwrap()
-            .push((m.id, m.aggregatetype.clone(), m.aggregateid.clone()));
-        Ok(())
-    }
-}
-
 both_backends!(
     acceptance_13_with_every_sink_down_withdrawals_pay_right_and_the_outbox_drains_after,
     |db: TestDb| async move {
-        use std::sync::atomic::Ordering::SeqCst;
-        let sink = std::sync::Arc::new(Downstream {
-            up: false.into(),
-            refused: 0.into(),
-            got: Default::default(),
-        });
+        let sink = std::sync::Arc::new(crate::common::sinks::Downstream::default());
         let relay_sink = sink.clone();
         let env = PayoutEnv::start_configured(&db, test_limits(), move |o| {
             o.outbox_sinks = vec![relay_sink];
@@ -654,10 +602,7 @@ both_backends!(
         .await;
         env.user("u-1", 100_000).await;
         let paid = env.request("u-1", 20_000, "k-1").await;
-        let failed_id = factledger::payouts::api::withdrawal_id_for(
-            &format!("key:{}", env.app.admin_key_id),
-            "k-2",
-        );
+        let failed_id = id_for(&env, "k-2");
         env.fault(
             &failed_id,
             Fault::Fail {
@@ -669,15 +614,15 @@ both_backends!(
         env.wait_status(&failed_id, "FAILED").await;
         assert_eq!(buckets(&env, "u-1").await, (80_000, 0));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        while sink.refused.load(SeqCst) < 3 {
+        while sink.refused() < 3 {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the relay never tried"
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        assert!(sink.got.lock().unwrap().is_empty());
-        sink.up.store(true, SeqCst);
+        assert!(sink.got().is_empty());
+        sink.set_up();
         let total = env
             .app
             .state
@@ -686,14 +631,14 @@ both_backends!(
             .await
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        while (sink.got.lock().unwrap().len() as i64) < total {
+        while (sink.got().len() as i64) < total {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the backlog did not drain"
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        let got = sink.got.lock().unwrap().clone();
+        let got = sink.got();
         let ids: Vec<i64> = got.iter().map(|(id, _, _)| *id).collect();
         assert_eq!(ids, (1..=total).collect::<Vec<_>>(), "every row, in order");
         for id in [&paid, &failed_id] {

@@ -8,10 +8,13 @@
 //! requests and read paths takes any `yyyymm` ([`YearMonth::parse`]). Both serialise
 //! as the `"yyyymm"` string, so command and event JSON read as they always did.
 
-use super::values::rule;
 use crate::money::ParseError;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
+
+fn rule(text: &str) -> ParseError {
+    ParseError::new(text)
+}
 
 /// Earliest bill year a command may record: no resident-income bill predates the
 /// source system.

@@ -9,10 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
 pub(super) fn rule(text: &str) -> ParseError {
-    // `ParseError::new` is private to `money`; the struct is public.
-    ParseError {
-        rule: text.to_owned(),
-    }
+    ParseError::new(text)
 }
 
 /// A source-system id: a strictly positive integer (bill, diff, account, partner org,

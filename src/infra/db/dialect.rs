@@ -47,10 +47,25 @@ impl Dialect {
         adds: &[&str],
         sets: &[&str],
     ) -> String {
-        let marks = vec!["?"; columns.len()].join(", ");
+        self.upsert_adding_rows(table, columns, keys, adds, sets, 1)
+    }
+
+    /// [`Dialect::upsert_adding`] of `rows` rows in one statement (their keys must
+    /// differ from each other).
+    pub fn upsert_adding_rows(
+        self,
+        table: &str,
+        columns: &[&str],
+        keys: &[&str],
+        adds: &[&str],
+        sets: &[&str],
+        rows: usize,
+    ) -> String {
+        let marks = format!("({})", vec!["?"; columns.len()].join(", "));
         let insert = format!(
-            "INSERT INTO {table} ({}) VALUES ({marks})",
-            columns.join(", ")
+            "INSERT INTO {table} ({}) VALUES {}",
+            columns.join(", "),
+            vec![marks.as_str(); rows.max(1)].join(", ")
         );
         let (new, conflict) = match self {
             Dialect::Mysql => ("VALUES", "ON DUPLICATE KEY UPDATE".to_owned()),

@@ -160,6 +160,10 @@ enum Cmd {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Logs to stderr only when `RUST_LOG` asks (the tables go to stdout).
+    if std::env::var_os("RUST_LOG").is_some() {
+        factledger::infra::telemetry::init();
+    }
     match Cli::parse().command {
         Cmd::Commands {
             database_url,
@@ -208,22 +212,11 @@ async fn main() -> anyhow::Result<()> {
             password_cost,
             max_secs,
         } => {
-            let cost: Vec<u32> = password_cost
-                .split(',')
-                .map(|p| p.trim().parse())
-                .collect::<Result<_, _>>()?;
-            let [memory_kib, iterations, lanes] = cost[..] else {
-                anyhow::bail!("--password-cost: memory KiB, iterations, lanes");
-            };
             let options = payouts::Options {
                 withdrawals,
                 users,
                 concurrency,
-                password_cost: factledger::payouts::password::Cost {
-                    memory_kib,
-                    iterations,
-                    lanes,
-                },
+                password_cost: payouts::parse_cost(&password_cost)?,
                 max_secs,
                 amount_minor: 10_000,
             };

@@ -22,6 +22,23 @@ pub struct Options {
     pub amount_minor: i64,
 }
 
+/// `memory KiB,iterations,lanes`, as `--password-cost` takes it.
+pub fn parse_cost(text: &str) -> anyhow::Result<Cost> {
+    let parts: Vec<u32> = text
+        .split(',')
+        .map(|p| p.trim().parse())
+        .collect::<Result<_, _>>()
+        .context("--password-cost: three integers: memory KiB, iterations, lanes")?;
+    let [memory_kib, iterations, lanes] = parts[..] else {
+        anyhow::bail!("--password-cost: three integers: memory KiB, iterations, lanes");
+    };
+    Ok(Cost {
+        memory_kib,
+        iterations,
+        lanes,
+    })
+}
+
 const SECRET: &str = "bench-secret";
 const TOKEN: &str = "bench-token";
 const PASSWORD: &str = "bench-password";
@@ -130,7 +147,12 @@ async fn count_paid(db: &factledger::infra::db::Db) -> anyhow::Result<i64> {
         .await?)
 }
 
-pub async fn bench(url: &str, o: Options) -> anyhow::Result<()> {
+/// The service (in this process, on `url`, fresh) paying through an in-process
+/// simulator, served on loopback; the simulator, a client and the database handle.
+async fn stack(
+    url: &str,
+    o: &Options,
+) -> anyhow::Result<(payout_sim::SimHandle, Arc<Http>, factledger::infra::db::Db)> {
     crate::fresh_store(url).await?;
     let sim = payout_sim::spawn(payout_sim::SimConfig {
         secret: SECRET.into(),
@@ -191,6 +213,12 @@ pub async fn bench(url: &str, o: Options) -> anyhow::Result<()> {
         base,
         key: admin.secret,
     });
+    Ok((sim, http, db))
+}
+
+pub async fn bench(url: &str, o: Options) -> anyhow::Result<()> {
+    let (sim, http, db) = stack(url, &o).await?;
+    let per_user = o.withdrawals.div_ceil(o.users);
     let funds = o.amount_minor * i64::try_from(per_user)?;
     let users: Vec<String> = (0..o.users).map(|u| format!("bu-{u}")).collect();
     let setup = drive(users.clone(), o.concurrency, |u| {

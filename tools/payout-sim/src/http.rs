@@ -1,8 +1,8 @@
 //! The routes: the provider API (`/disbursements`, `/reports/disbursements`) and the
 //! control API (`/control/…`). Shapes are documented in the crate docs.
 
-use crate::deliver::GARBAGE_BODY;
 use crate::model::{CreateRequest, Disbursement, Fault, Status, IDEMPOTENCY_KEY_CHARS_MAX};
+use crate::sim::GARBAGE_BODY;
 use crate::sim::{ControlError, CreateVerdict, Endpoint, Sim};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};

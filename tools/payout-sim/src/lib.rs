@@ -109,12 +109,10 @@
 //!   returns to the configured settings, and drops pending settlements.
 #![forbid(unsafe_code)]
 
-mod deliver;
 mod http;
 mod model;
 mod sim;
 
-pub use deliver::{CALLBACK_ATTEMPTS_MAX, CALLBACK_BACKOFF_MS, CALLBACK_TIMEOUT_MS, GARBAGE_BODY};
 pub use http::{router, IDEMPOTENCY_KEY_HEADER};
 pub use model::{
     CreateRequest, Disbursement, Fault, Status, CURRENCIES, DELAY_MS_MAX, FAILURE_CODE_DEFAULT,
@@ -124,6 +122,7 @@ pub use sim::{
     CallbackAttempt, ControlError, CreateVerdict, Endpoint, Payouts, RequestCounts, Settings, Sim,
     CALLBACK_LOG_MAX, FAULTS_PER_EXTERNAL_ID_MAX,
 };
+pub use sim::{CALLBACK_ATTEMPTS_MAX, CALLBACK_BACKOFF_MS, CALLBACK_TIMEOUT_MS, GARBAGE_BODY};
 
 use std::net::SocketAddr;
 use std::time::Duration;
