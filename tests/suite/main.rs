@@ -58,4 +58,5 @@ mod unit;
 mod withdrawal_crash;
 mod withdrawal_pairing;
 mod withdrawal_property;
+mod withdrawal_reconcile;
 mod withdrawals;

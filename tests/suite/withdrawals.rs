@@ -651,3 +651,75 @@ both_backends!(
         }
     }
 );
+
+/// `factledger withdrawals …` against the service's database: its JSON output.
+fn cli(db: &TestDb, args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_factledger"))
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .args(["--database-url", &db.url, "withdrawals"])
+        .args(args)
+        .output()
+        .expect("run factledger");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+both_backends!(
+    the_cli_lists_shows_approves_and_rejects_withdrawals,
+    |db: TestDb| async move {
+        let env = PayoutEnv::start(&db).await;
+        env.user("u-1", 2_000_000).await;
+        let big = test_limits().review_at_or_above_minor;
+        let first = env.request("u-1", big, "k-1").await;
+        let second = env.request("u-1", big, "k-2").await;
+        let waiting = cli(&db, &["list", "--status", "requested", "--user-id", "u-1"]);
+        let mut ids: Vec<&str> = waiting
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["withdrawal_id"].as_str().unwrap())
+            .collect();
+        ids.sort();
+        let mut want = vec![first.as_str(), second.as_str()];
+        want.sort();
+        assert_eq!(ids, want);
+        let rejected = cli(&db, &["reject", &first, "--reason", "holder name differs"]);
+        assert_eq!(rejected["status"], "REJECTED", "{rejected}");
+        let decided = &rejected["events"].as_array().unwrap().last().unwrap()["payload"];
+        assert_eq!(decided["reason"], "holder name differs");
+        assert!(
+            decided["actor"].as_str().unwrap().starts_with("cli:"),
+            "{decided}"
+        );
+        let approved = cli(&db, &["approve", &second, "--reason", "called the user"]);
+        assert_ne!(approved["status"], "REQUESTED", "{approved}");
+        // The running service's worker pays what the CLI approved.
+        env.wait_status(&second, "PAID").await;
+        let shown = cli(&db, &["show", &second]);
+        assert_eq!(shown["status"], "PAID");
+        assert_eq!(buckets(&env, "u-1").await, (2_000_000 - big, 0));
+        // A decision on a settled withdrawal fails with the refusal's code.
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_factledger"))
+            .current_dir(dir.path())
+            .args([
+                "--database-url",
+                &db.url,
+                "withdrawals",
+                "approve",
+                &first,
+                "--reason",
+                "x",
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("WITHDRAWAL_NOT_REVIEWABLE"));
+    }
+);

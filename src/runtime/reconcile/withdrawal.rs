@@ -297,8 +297,10 @@ impl StreamReplay {
             finding(why, None, None);
             return;
         }
+        // Every wallet with a withdrawal is checked, with nothing in flight too.
+        let flying = in_flight.entry(s.wallet_id.clone()).or_default();
         if s.status.holds_freeze() {
-            *in_flight.entry(s.wallet_id.clone()).or_default() += s.amount_minor;
+            *flying += s.amount_minor;
         }
         let want = expected(s.status, s.amount_minor);
         let sums = |l: LedgerSums| serde_json::json!({"frozen": l.frozen, "unfrozen": l.unfrozen, "paid_out": l.paid_out});
