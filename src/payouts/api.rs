@@ -21,7 +21,9 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use factledger_aggregates::withdrawal::profile::{KycStatus, PayoutProfile};
-use factledger_aggregates::withdrawal::{Decision, PayoutDestination, RequestWithdrawal};
+use factledger_aggregates::withdrawal::{
+    Decision, PayoutDestination, RequestWithdrawal, WITHDRAWAL_AGGREGATE_TYPE,
+};
 use factledger_aggregates::{AmountMinor, Currency};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -272,7 +274,13 @@ pub async fn request(
     state
         .jobs
         .kick_soon(vec![super::job::PAYOUT.code(&super::job::business_key(&id))]);
-    let detail = reads::detail(&state.store, &id).await?;
+    // A new stream: the unit's withdrawal events are all of it.
+    let stream = done
+        .events
+        .into_iter()
+        .filter(|e| e.aggregate_type == WITHDRAWAL_AGGREGATE_TYPE && e.aggregate_id == id)
+        .collect();
+    let detail = reads::fold_detail(stream)?;
     Ok((StatusCode::CREATED, Json(detail)).into_response())
 }
 

@@ -45,8 +45,19 @@ pub struct ProfileView {
     pub user_id: String,
     pub kyc: String,
     pub payment_password_set: bool,
-    #[schema(value_type = Object)]
-    pub accounts: serde_json::Value,
+    pub accounts: Vec<AccountView>,
+}
+
+/// A payout account; `verified_at` is null until an operator verified it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AccountView {
+    pub account_id: String,
+    pub channel_code: String,
+    pub account_number: String,
+    pub account_holder: String,
+    pub registered_at: String,
+    pub verified_at: Option<String>,
+    pub verified_by: Option<String>,
 }
 
 async fn profile_command(
@@ -186,7 +197,18 @@ pub async fn get_profile(
         user_id: user_id.as_str().to_owned(),
         kyc: profile.kyc.as_str().to_owned(),
         payment_password_set: set,
-        accounts: serde_json::to_value(profile.accounts.values().collect::<Vec<_>>())
-            .map_err(|e| Problem::internal(e.to_string()))?,
+        accounts: profile
+            .accounts
+            .into_values()
+            .map(|a| AccountView {
+                account_id: a.account_id,
+                channel_code: a.channel_code,
+                account_number: a.account_number,
+                account_holder: a.account_holder,
+                registered_at: a.registered_at.to_rfc3339(),
+                verified_at: a.verified_at.map(|t| t.to_rfc3339()),
+                verified_by: a.verified_by,
+            })
+            .collect(),
     }))
 }

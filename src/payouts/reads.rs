@@ -24,7 +24,7 @@ pub struct AttemptView {
     pub outcome_reason: Option<String>,
     pub ended_at: Option<String>,
     /// The call as made: request (never a secret), HTTP status, response, timing.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub call: Option<serde_json::Value>,
 }
 
@@ -60,7 +60,6 @@ fn problem(e: impl std::fmt::Display) -> Problem {
 
 /// The withdrawal `id` from its stream, or 404 `WITHDRAWAL_NOT_FOUND`.
 pub async fn detail(store: &DynStore, id: &str) -> Result<WithdrawalDetail, Problem> {
-    use cqrs_es::Aggregate;
     let mut stored = Vec::new();
     loop {
         let from = stored.len() as i64 + 1;
@@ -74,11 +73,22 @@ pub async fn detail(store: &DynStore, id: &str) -> Result<WithdrawalDetail, Prob
             break;
         }
     }
+    let views = stored
+        .iter()
+        .map(|e| e.view())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(problem)?;
+    fold_detail(views)
+}
+
+/// The detail of a withdrawal from its whole stream, in order (a request answers
+/// with the events its unit just appended, without reading them back).
+pub fn fold_detail(stream: Vec<EventView>) -> Result<WithdrawalDetail, Problem> {
+    use cqrs_es::Aggregate;
     let mut state = Withdrawal::default();
     let mut attempts: Vec<AttemptView> = Vec::new();
-    let mut events = Vec::with_capacity(stored.len());
-    for e in &stored {
-        let view = e.view().map_err(problem)?;
+    let mut events = Vec::with_capacity(stream.len());
+    for view in stream {
         let event: WithdrawalEvent =
             serde_json::from_value(view.payload.clone()).map_err(problem)?;
         let at = view.recorded_at.to_rfc3339();

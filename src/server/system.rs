@@ -100,6 +100,7 @@ use utoipa::OpenApi;
         crate::payouts::api_profile::KycBody,
         crate::payouts::api_profile::AccountBody,
         crate::payouts::api_profile::ProfileView,
+        crate::payouts::api_profile::AccountView,
         crate::audit::streams::EventsPage,
         crate::wallet::api::LedgerPage,
         crate::runtime::projection::LedgerEntry,

@@ -34,9 +34,13 @@ async fn buckets(env: &PayoutEnv, user: &str) -> (i64, i64) {
 
 /// Ledger entries of the wallet of `user` with this entry type.
 async fn entries(env: &PayoutEnv, user: &str, entry_type: &str) -> Vec<Value> {
+    // Read-your-writes: the ledger projection has applied everything so far.
+    let head = env.app.store.head_position().await.unwrap();
     let (status, page) = env
         .app
-        .get(&format!("/v1/wallets/w-{user}/ledger?limit=1000"))
+        .get(&format!(
+            "/v1/wallets/w-{user}/ledger?limit=1000&min_position={head}"
+        ))
         .await;
     assert_eq!(status, 200, "{page}");
     page["entries"]
@@ -678,6 +682,13 @@ both_backends!(
         let big = test_limits().review_at_or_above_minor;
         let first = env.request("u-1", big, "k-1").await;
         let second = env.request("u-1", big, "k-2").await;
+        // The CLI reads the projection: let it reach both requests first.
+        let head = env.app.store.head_position().await.unwrap();
+        let (status, _) = env
+            .app
+            .get(&format!("/v1/withdrawals?min_position={head}"))
+            .await;
+        assert_eq!(status, 200);
         let waiting = cli(&db, &["list", "--status", "requested", "--user-id", "u-1"]);
         let mut ids: Vec<&str> = waiting
             .as_array()
