@@ -538,14 +538,13 @@ async fn it_binds_loopback_only_and_shuts_down() {
     assert!(reqwest::get(&url).await.is_err());
 }
 
-/// The benchmark's load, by hand: `cargo test -p payout-sim --release -- --ignored`.
+/// Many payouts in flight at once each settle and call back exactly once (bounded in
+/// count and time; `bench payouts` times 10,000 end to end).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a load check, run by hand"]
-async fn ten_thousand_payouts_complete_end_to_end_within_a_minute() {
-    const PAYOUTS: usize = 10_000;
+async fn five_hundred_concurrent_payouts_each_call_back() {
+    const PAYOUTS: usize = 500;
     const IN_FLIGHT_MAX: usize = 64;
     let h = Arc::new(harness().await);
-    let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..PAYOUTS {
         if tasks.len() >= IN_FLIGHT_MAX {
@@ -564,7 +563,4 @@ async fn ten_thousand_payouts_complete_end_to_end_within_a_minute() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(h.receiver.got().len(), PAYOUTS);
-    let elapsed = start.elapsed();
-    eprintln!("{PAYOUTS} payouts created and called back in {elapsed:?}");
-    assert!(elapsed < Duration::from_secs(60));
 }
