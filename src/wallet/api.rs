@@ -215,23 +215,26 @@ pub async fn get_wallet(
         .await
         .map_err(|e| Problem::internal(e.to_string()))?
         .ok_or_else(|| Problem::from(WalletError::NotFound))?;
-    let frozen_by = state
-        .wallets
-        .state(wallet_id.as_str())
-        .await
-        .map_err(Problem::from)?
-        .state
-        .open_freezes
-        .into_iter()
-        .map(|(key, amount_minor)| {
-            let (ref_type, ref_id) = key.split_once('/').unwrap_or(("", key.as_str()));
-            FreezeView {
-                ref_type: ref_type.to_owned(),
-                ref_id: ref_id.to_owned(),
-                amount_minor,
-            }
-        })
-        .collect();
+    // From the stream itself (snapshot + tail), not the bus's cache: withdrawal units
+    // freeze and pay out without the bus.
+    let frozen_by = crate::runtime::bus::load::<factledger_aggregates::wallet::Wallet>(
+        &state.store,
+        wallet_id.as_str(),
+    )
+    .await
+    .map_err(Problem::from)?
+    .state
+    .open_freezes
+    .into_iter()
+    .map(|(key, amount_minor)| {
+        let (ref_type, ref_id) = key.split_once('/').unwrap_or(("", key.as_str()));
+        FreezeView {
+            ref_type: ref_type.to_owned(),
+            ref_id: ref_id.to_owned(),
+            amount_minor,
+        }
+    })
+    .collect();
     Ok(Json(WalletView {
         wallet_id: wallet_id.as_str().to_owned(),
         user_id: w.user_id,

@@ -165,6 +165,12 @@ both_backends!(
         assert_eq!(w["status"], "REQUESTED");
         assert_eq!(w["review"]["mode"], "MANUAL");
         assert_eq!(buckets(&env, "u-1").await, (2_000_000 - big, big));
+        // The wallet read says which withdrawal holds the frozen money.
+        let frozen_by = &env.wallet("u-1").await["frozen_by"];
+        assert_eq!(
+            frozen_by,
+            &serde_json::json!([{"ref_type": "WITHDRAWAL", "ref_id": id, "amount_minor": big}])
+        );
         let (status, answer) = env
             .app
             .post(
