@@ -20,7 +20,6 @@ use common::serve_child::ServeChild;
 use common::{Backend, TestDb};
 use factledger::infra::db::now_ms;
 use factledger::infra::jobs::cron;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,22 +29,6 @@ const PROCESS_LEASE_MS: i64 = 3_000;
 const DOWN_FOR: Duration = Duration::from_millis(500);
 /// Time allowed for each wait of the test (load progress, cron catching up).
 const WAIT_MAX: Duration = Duration::from_secs(25);
-
-/// A `serve` child with the short cron lease and the test heartbeat.
-fn start_server(dir: &Path, url: &str) -> ServeChild {
-    let lease = PROCESS_LEASE_MS.to_string();
-    ServeChild::start(
-        dir,
-        url,
-        &[
-            "--cron-lease-ms",
-            &lease,
-            "--test-cron-heartbeat",
-            "* * * * * *",
-        ],
-        &[],
-    )
-}
 
 /// Wait (bounded) until `share` of the load is acknowledged.
 async fn wait_for_share(progress: &Progress, load: &Load, share_percent: usize) {
@@ -145,8 +128,16 @@ async fn two_serves_under_load_with_sigkills_lose_nothing_double_nothing_and_fir
     let pool = sqlx::MySqlPool::connect(&db.url).await.expect("connect");
     let dir = tempfile::tempdir().expect("temp dir");
     let mut servers = vec![
-        Some(start_server(dir.path(), &db.url)),
-        Some(start_server(dir.path(), &db.url)),
+        Some(ServeChild::with_heartbeat(
+            dir.path(),
+            &db.url,
+            PROCESS_LEASE_MS,
+        )),
+        Some(ServeChild::with_heartbeat(
+            dir.path(),
+            &db.url,
+            PROCESS_LEASE_MS,
+        )),
     ];
     let admin = std::fs::read_to_string(dir.path().join(factledger::infra::auth::ADMIN_KEY_FILE))
         .expect("the first serve wrote the admin key");
@@ -181,9 +172,11 @@ async fn two_serves_under_load_with_sigkills_lose_nothing_double_nothing_and_fir
         held.rollback().await.expect("release the sequence lock");
         tokio::time::sleep(DOWN_FOR).await;
         let (dir, url) = (dir.path().to_owned(), db.url.clone());
-        let back = tokio::task::spawn_blocking(move || start_server(&dir, &url))
-            .await
-            .expect("restart serve");
+        let back = tokio::task::spawn_blocking(move || {
+            ServeChild::with_heartbeat(&dir, &url, PROCESS_LEASE_MS)
+        })
+        .await
+        .expect("restart serve");
         targets.replace(victim, back.base.clone());
         servers[victim] = Some(back);
     }

@@ -64,3 +64,22 @@ impl ServeChild {
         }
     }
 }
+
+impl ServeChild {
+    /// A child whose cron lease is `lease_ms` and that fires the test heartbeat every
+    /// second (the two-process cron and fault tests).
+    pub fn with_heartbeat(dir: &Path, url: &str, lease_ms: i64) -> ServeChild {
+        let lease = lease_ms.to_string();
+        ServeChild::start(
+            dir,
+            url,
+            &[
+                "--cron-lease-ms",
+                &lease,
+                "--test-cron-heartbeat",
+                "* * * * * *",
+            ],
+            &[],
+        )
+    }
+}

@@ -15,7 +15,6 @@ use factledger::infra::jobs::cron::{
 use factledger::infra::jobs::engine::{Engine, EngineConfig, JobFailure, JobHandler, RoundReport};
 use factledger::infra::jobs::{ClaimedJob, JobKind, JobSubmit};
 use serde_json::{json, Value};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -478,22 +477,6 @@ both_backends!(
 /// the newest would leave a gap).
 const PROCESS_LEASE_MS: i64 = 3_000;
 
-/// A `serve` child with the short cron lease and the test heartbeat.
-fn start_server(dir: &Path, url: &str) -> ServeChild {
-    let lease = PROCESS_LEASE_MS.to_string();
-    ServeChild::start(
-        dir,
-        url,
-        &[
-            "--cron-lease-ms",
-            &lease,
-            "--test-cron-heartbeat",
-            "* * * * * *",
-        ],
-        &[],
-    )
-}
-
 /// The pid in a lease owner id (`host:pid:suffix`).
 fn owner_pid(owner: &str) -> Option<u32> {
     owner.rsplit(':').nth(1)?.parse().ok()
@@ -524,8 +507,8 @@ async fn two_serve_processes_fire_each_second_once_and_none_is_lost_when_the_hol
     let db = TestDb::new(common::Backend::Mysql).await;
     let pool = db.database().await.db;
     let dir = tempfile::tempdir().unwrap();
-    let first = start_server(dir.path(), &db.url);
-    let second = start_server(dir.path(), &db.url);
+    let first = ServeChild::with_heartbeat(dir.path(), &db.url, PROCESS_LEASE_MS);
+    let second = ServeChild::with_heartbeat(dir.path(), &db.url, PROCESS_LEASE_MS);
     let mut servers = vec![first, second];
 
     // Firings start; find the holder.
