@@ -17,7 +17,6 @@ use crate::runtime::http::WriteResponse;
 use crate::runtime::http::{AppState, Caller, Problem};
 use crate::runtime::unit::run_command;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::Json;
 use factledger_aggregates::affiliate::{order_stream_id, Platform, PlatformOrderId};
 use factledger_aggregates::affiliate_link::{link_stream_id, AffiliateLink, LinkCommand, Register};
@@ -172,13 +171,8 @@ pub async fn post_on_commission(
     Path(tail): Path<String>,
     body: JsonBody,
 ) -> Result<Json<WriteResponse>, Problem> {
-    let Some(id) = tail.strip_suffix(":resolve") else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "NOT_FOUND",
-            format!("no action on /v1/commissions/{tail}: POST /v1/commissions/{{id}}:resolve"),
-        ));
-    };
+    let (id, _) =
+        crate::runtime::http::path_action(&tail, &["resolve"], "/v1/commissions", "commission_id")?;
     caller.require_operator("resolving a recovery review")?;
     let id = crate::runtime::http::parse_id("commission_id", id)?;
     let mut map = object(&body, &["actor", "resolved_at", "type"])?;
@@ -216,13 +210,12 @@ pub async fn post_on_order(
     Path((platform, tail)): Path<(String, String)>,
     body: JsonBody,
 ) -> Result<Json<WriteResponse>, Problem> {
-    let Some(order) = tail.strip_suffix(":correct-attribution") else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "NOT_FOUND",
-            "no such action: POST /v1/orders/{platform}/{platform_order_id}:correct-attribution",
-        ));
-    };
+    let (order, _) = crate::runtime::http::path_action(
+        &tail,
+        &["correct-attribution"],
+        "/v1/orders/{platform}",
+        "platform_order_id",
+    )?;
     caller.require_operator("an attribution correction")?;
     let platform = Platform::parse(&platform)
         .map_err(|e| Problem::invalid("INVALID_FIELD", "platform", e.rule))?;

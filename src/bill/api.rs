@@ -121,26 +121,15 @@ fn path_id(field: &'static str, raw: &str) -> Result<BillId, Problem> {
         .map_err(|rule| Problem::invalid("INVALID_FIELD", field, rule))
 }
 
-/// Split `<id>:<action>` of a path segment; an action not in `actions` is 404.
+/// Split `<id>:<action>` of a path segment (`runtime::http::path_action`) and parse
+/// the id.
 fn id_and_action<'a>(
     field: &'static str,
     tail: &'a str,
     actions: &[&str],
     route: &str,
 ) -> Result<(BillId, &'a str), Problem> {
-    let found = tail
-        .rsplit_once(':')
-        .filter(|(_, action)| actions.contains(action));
-    let Some((id, action)) = found else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "NOT_FOUND",
-            format!(
-                "no such action: POST {route}/{{{field}}}:<action>, action one of {}",
-                actions.join(", ")
-            ),
-        ));
-    };
+    let (id, action) = crate::runtime::http::path_action(tail, actions, route, field)?;
     Ok((path_id(field, id)?, action))
 }
 

@@ -139,13 +139,7 @@ pub async fn post_on_job(
     caller: Caller,
     Path(tail): Path<String>,
 ) -> Result<Json<RunReport>, Problem> {
-    let Some(code) = tail.strip_suffix(":kick") else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "NOT_FOUND",
-            format!("no action on /v1/jobs/{tail}: POST /v1/jobs/{{code}}:kick"),
-        ));
-    };
+    let (code, _) = crate::runtime::http::path_action(&tail, &["kick"], "/v1/jobs", "code")?;
     require_operator(&caller)?;
     if ops::show(state.jobs.db(), code).await?.is_none() {
         return Err(JobError::NotFound(code.to_owned()).into());

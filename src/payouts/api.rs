@@ -337,17 +337,13 @@ pub async fn post_on_withdrawal(
     Path(tail): Path<String>,
     body: JsonBody,
 ) -> Result<Json<WithdrawalDetail>, Problem> {
-    let (id, approve) = if let Some(id) = tail.strip_suffix(":approve") {
-        (id, true)
-    } else if let Some(id) = tail.strip_suffix(":reject") {
-        (id, false)
-    } else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "NOT_FOUND",
-            format!("no action on /v1/withdrawals/{tail}: :approve or :reject"),
-        ));
-    };
+    let (id, action) = crate::runtime::http::path_action(
+        &tail,
+        &["approve", "reject"],
+        "/v1/withdrawals",
+        "withdrawal_id",
+    )?;
+    let approve = action == "approve";
     caller.require_operator(if approve {
         "approving a withdrawal"
     } else {

@@ -158,13 +158,12 @@ pub async fn verify_account(
     caller: Caller,
     Path((user_id, tail)): Path<(String, String)>,
 ) -> Result<Json<WriteResponse>, Problem> {
-    let Some(account_id) = tail.strip_suffix(":verify") else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "NOT_FOUND",
-            format!("no action on payout account {tail}: POST …/{{account_id}}:verify"),
-        ));
-    };
+    let (account_id, _) = crate::runtime::http::path_action(
+        &tail,
+        &["verify"],
+        "/v1/users/{user_id}/payout-accounts",
+        "account_id",
+    )?;
     caller.require_operator("verifying a payout account")?;
     let user_id = parse_id("user_id", &user_id)?;
     let command = ProfileCommand::VerifyAccount {

@@ -327,3 +327,25 @@ pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>
     }
     Ok(Some(key.to_owned()))
 }
+
+/// Split a path segment `<id>:<action>` (the id may hold `:` itself); an action not
+/// in `actions` is 404 naming the route's shape, e.g. `POST /v1/withdrawals/{withdrawal_id}:<action>`.
+pub fn path_action<'a>(
+    tail: &'a str,
+    actions: &[&str],
+    route: &str,
+    field: &str,
+) -> Result<(&'a str, &'a str), Problem> {
+    tail.rsplit_once(':')
+        .filter(|(id, action)| !id.is_empty() && actions.contains(action))
+        .ok_or_else(|| {
+            Problem::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "NOT_FOUND",
+                format!(
+                    "no such action: POST {route}/{{{field}}}:<action>, action one of {}",
+                    actions.join(", ")
+                ),
+            )
+        })
+}
