@@ -26,6 +26,32 @@ impl Downstream {
     pub fn got(&self) -> Vec<Got> {
         self.got.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
+
+    /// Acceptance 13's middle: wait (at most 15 s) until the relay has tried `tries`
+    /// times while down, check it got nothing, bring it up and wait until it holds
+    /// `total` messages; what it got.
+    pub async fn refuse_then_drain(&self, tries: u64, total: i64) -> Vec<Got> {
+        let wait = std::time::Duration::from_secs(15);
+        let deadline = std::time::Instant::now() + wait;
+        while self.refused() < tries {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the relay never tried"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(self.got().is_empty(), "a sink that is down got something");
+        self.set_up();
+        let deadline = std::time::Instant::now() + wait;
+        while (self.got().len() as i64) < total {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the backlog did not drain"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        self.got()
+    }
 }
 
 #[async_trait::async_trait]

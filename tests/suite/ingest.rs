@@ -528,27 +528,9 @@ both_backends!(
             wallet(&db, OWNER_WALLET).await.balances.pending_minor,
             6_000
         );
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        while sink.refused() < 3 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the relay never tried"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        assert!(sink.got().is_empty());
-        // Back up: every outbox row arrives, in id order, none skipped.
-        sink.set_up();
         let total = outbox_rows(&db).await;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        while (sink.got().len() as i64) < total {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the backlog did not drain"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        let got = sink.got();
+        // Back up: every outbox row arrives, in id order, none skipped.
+        let got = sink.refuse_then_drain(3, total).await;
         let ids: Vec<i64> = got.iter().map(|(id, _, _)| *id).collect();
         assert_eq!(ids, (1..=total).collect::<Vec<_>>());
         for stream in [ORDER, CASHBACK, OWNER_WALLET] {
