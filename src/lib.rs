@@ -18,6 +18,7 @@ pub mod callbacks;
 pub mod ledger;
 pub mod ops;
 pub mod payouts;
+pub mod services;
 pub mod wallet;
 
 pub mod server;

@@ -48,6 +48,20 @@ pub enum AccountKind {
     ProviderClearing,
     /// `external:{ref_type}:{CUR}`: any other source or sink a wallet command names.
     External,
+    /// `candy:{user_id}:{balance|held}`: the candy the platform owes a user (`ZZC`).
+    CandyBucket,
+    /// `candy_issued:{source}:ZZC`: candy issued against cash received.
+    CandyIssued,
+    /// `artist_income:{artist_id}:ZZC`: candy an artist earned.
+    ArtistIncome,
+    /// `candy_forfeited:{reason}:ZZC`: held candy the platform kept.
+    CandyForfeited,
+    /// `gateway_clearing:{method}:{CUR}`: cash a payment gateway holds for us.
+    GatewayClearing,
+    /// `service_sales:{business}:{CUR}`: cash a paid service earned.
+    ServiceSales,
+    /// `refund_payable:{method}:{CUR}`: cash received that is owed back.
+    RefundPayable,
 }
 
 /// A rule an account's totals must keep after every posting.
@@ -88,7 +102,7 @@ impl Flags {
 }
 
 impl AccountKind {
-    pub const ALL: [AccountKind; 9] = [
+    pub const ALL: [AccountKind; 16] = [
         AccountKind::WalletBucket,
         AccountKind::CommissionExpense,
         AccountKind::InviterRewards,
@@ -98,6 +112,13 @@ impl AccountKind {
         AccountKind::CampaignReserved,
         AccountKind::ProviderClearing,
         AccountKind::External,
+        AccountKind::CandyBucket,
+        AccountKind::CandyIssued,
+        AccountKind::ArtistIncome,
+        AccountKind::CandyForfeited,
+        AccountKind::GatewayClearing,
+        AccountKind::ServiceSales,
+        AccountKind::RefundPayable,
     ];
 
     /// The first segment of the account names of this kind.
@@ -112,6 +133,13 @@ impl AccountKind {
             AccountKind::CampaignReserved => "campaign_reserved",
             AccountKind::ProviderClearing => "provider_clearing",
             AccountKind::External => "external",
+            AccountKind::CandyBucket => "candy",
+            AccountKind::CandyIssued => "candy_issued",
+            AccountKind::ArtistIncome => "artist_income",
+            AccountKind::CandyForfeited => "candy_forfeited",
+            AccountKind::GatewayClearing => "gateway_clearing",
+            AccountKind::ServiceSales => "service_sales",
+            AccountKind::RefundPayable => "refund_payable",
         }
     }
 
@@ -120,25 +148,34 @@ impl AccountKind {
             AccountKind::WalletBucket
             | AccountKind::CampaignBudget
             | AccountKind::CampaignReserved
-            | AccountKind::ProviderClearing => Side::Credit,
+            | AccountKind::ProviderClearing
+            | AccountKind::CandyBucket
+            | AccountKind::ArtistIncome
+            | AccountKind::CandyForfeited
+            | AccountKind::ServiceSales
+            | AccountKind::RefundPayable => Side::Credit,
             AccountKind::CommissionExpense
             | AccountKind::InviterRewards
             | AccountKind::RecoveryReceivable
             | AccountKind::CampaignFunding
-            | AccountKind::External => Side::Debit,
+            | AccountKind::External
+            | AccountKind::CandyIssued
+            | AccountKind::GatewayClearing => Side::Debit,
         }
     }
 
-    /// Wallet buckets never go below zero (no debt model, R-INV-2), and a campaign
+    /// Wallet and candy buckets never go below zero (no debt model, R-INV-2), and a campaign
     /// fund is never reserved past its budget (R-ORD-7). The aggregate that holds the
     /// balance checks the flag when it decides; every other account is bounded by
     /// the flagged side of the postings that reach it.
     pub fn flags(self) -> Flags {
         match self {
-            AccountKind::WalletBucket | AccountKind::CampaignBudget => Flags {
-                debits_must_not_exceed_credits: true,
-                credits_must_not_exceed_debits: false,
-            },
+            AccountKind::WalletBucket | AccountKind::CampaignBudget | AccountKind::CandyBucket => {
+                Flags {
+                    debits_must_not_exceed_credits: true,
+                    credits_must_not_exceed_debits: false,
+                }
+            }
             _ => Flags::default(),
         }
     }

@@ -60,6 +60,12 @@ refusal_by_code!(
     crate::withdrawal::WithdrawalError,
     crate::withdrawal::limits::LimitError,
     crate::withdrawal::profile::ProfileError,
+    crate::candy::CandyError,
+    crate::service_order::OrderError,
+    crate::subscription::SubscriptionError,
+    crate::booking::BookingError,
+    crate::refund::RefundError,
+    crate::im_member::ImMemberError,
 );
 
 impl Refusal for crate::bill::BillError {

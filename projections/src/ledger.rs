@@ -14,12 +14,15 @@
 
 use crate::table::{ColType, Column, TableDef};
 use factledger_aggregates::campaign::{CampaignEvent, CAMPAIGN_AGGREGATE_TYPE};
+use factledger_aggregates::candy::{CandyEvent, CANDY_AGGREGATE_TYPE};
 use factledger_aggregates::commission::{CommissionEvent, COMMISSION_AGGREGATE_TYPE};
 use factledger_aggregates::ledger::{
-    campaign_currency, campaign_posting, commission_posting, wallet_account, wallet_posting,
-    AccountKind, Posting, CHART_VERSION,
+    campaign_currency, campaign_posting, candy_account, candy_posting, commission_posting,
+    order_posting, wallet_account, wallet_posting, AccountKind, Posting, CHART_VERSION,
 };
 use factledger_aggregates::money::Currency;
+use factledger_aggregates::service_order::{OrderEvent, ORDER_AGGREGATE_TYPE};
+use factledger_aggregates::services::candy_currency;
 use factledger_aggregates::wallet::{Bucket, WalletEvent, WALLET_AGGREGATE_TYPE};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -33,6 +36,8 @@ pub const AGGREGATE_TYPES: &[&str] = &[
     WALLET_AGGREGATE_TYPE,
     COMMISSION_AGGREGATE_TYPE,
     CAMPAIGN_AGGREGATE_TYPE,
+    CANDY_AGGREGATE_TYPE,
+    ORDER_AGGREGATE_TYPE,
 ];
 
 const fn col(name: &'static str, ty: ColType) -> Column {
@@ -94,6 +99,8 @@ pub enum MoneyEvent {
     Wallet(WalletEvent),
     Commission(CommissionEvent),
     Campaign(CampaignEvent),
+    Candy(CandyEvent),
+    Order(OrderEvent),
 }
 
 /// What one event means to the journal.
@@ -117,6 +124,8 @@ impl MoneyEvent {
             MoneyEvent::Wallet(e) => wallet_posting(stream_id, currency, e),
             MoneyEvent::Commission(e) => commission_posting(stream_id, currency, e),
             MoneyEvent::Campaign(e) => Some(campaign_posting(stream_id, currency, e)),
+            MoneyEvent::Candy(e) => candy_posting(stream_id, e),
+            MoneyEvent::Order(e) => order_posting(currency, e),
         }
     }
 
@@ -125,15 +134,21 @@ impl MoneyEvent {
             MoneyEvent::Wallet(_) => WALLET_AGGREGATE_TYPE,
             MoneyEvent::Commission(_) => COMMISSION_AGGREGATE_TYPE,
             MoneyEvent::Campaign(_) => CAMPAIGN_AGGREGATE_TYPE,
+            MoneyEvent::Candy(_) => CANDY_AGGREGATE_TYPE,
+            MoneyEvent::Order(_) => ORDER_AGGREGATE_TYPE,
         }
     }
 
     /// Whether a stream of this event always names its currency before it moves
     /// money: a wallet and a commission do, so a movement without one is a broken
     /// history; a campaign names one only for a fund in minor units, and a quota
-    /// counted in orders posts nothing.
+    /// counted in orders posts nothing; a candy account's currency is candy; a service
+    /// order names a currency only when it is paid in cash.
     pub fn needs_currency(&self) -> bool {
-        !matches!(self, MoneyEvent::Campaign(_))
+        matches!(
+            self,
+            MoneyEvent::Wallet(_) | MoneyEvent::Commission(_) | MoneyEvent::Candy(_)
+        )
     }
 }
 
@@ -192,6 +207,25 @@ pub fn classify(
                 None => Vec::new(),
             },
             e => vec![Journaled::Moves(MoneyEvent::Campaign(e))],
+        },
+        CANDY_AGGREGATE_TYPE => match decode(payload)? {
+            CandyEvent::CandyAccountOpened { .. } => vec![opens(
+                CANDY_AGGREGATE_TYPE,
+                candy_currency(),
+                vec![
+                    candy_account(aggregate_id, "balance"),
+                    candy_account(aggregate_id, "held"),
+                ],
+            )],
+            e => vec![Journaled::Moves(MoneyEvent::Candy(e))],
+        },
+        ORDER_AGGREGATE_TYPE => match decode(payload)? {
+            // A cash order names its currency; a candy order posts on its hold.
+            OrderEvent::OrderCreated(o) => match o.currency {
+                Some(currency) => vec![opens(ORDER_AGGREGATE_TYPE, currency, Vec::new())],
+                None => Vec::new(),
+            },
+            e => vec![Journaled::Moves(MoneyEvent::Order(e))],
         },
         _ => Vec::new(),
     })

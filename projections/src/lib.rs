@@ -9,6 +9,7 @@
 pub mod affiliate;
 pub mod bill;
 pub mod ledger;
+pub mod services;
 pub mod table;
 pub mod wallet;
 pub mod withdrawals;

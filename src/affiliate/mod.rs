@@ -110,14 +110,5 @@ pub trait OrderIngestor: Send + Sync + 'static {
 /// Metadata of writes a background task makes on its own (no request): the actor
 /// names the task, the correlation id is fresh per call.
 pub fn service_metadata(actor: &str, country_code: &str) -> crate::infra::store::Metadata {
-    let correlation_id = uuid::Uuid::new_v4().to_string();
-    crate::infra::store::Metadata {
-        correlation_id: correlation_id.clone(),
-        causation_id: None,
-        command_id: None,
-        actor: actor.to_owned(),
-        request_id: correlation_id.clone(),
-        trace_id: correlation_id,
-        country_code: country_code.to_owned(),
-    }
+    crate::infra::store::Metadata::service(actor, country_code)
 }

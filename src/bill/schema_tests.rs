@@ -26,6 +26,7 @@ fn declared() -> Vec<TableDef> {
                 .iter()
                 .copied(),
         )
+        .chain(factledger_projections::services::TABLES.iter().copied())
         .collect()
 }
 

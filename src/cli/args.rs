@@ -89,6 +89,9 @@ pub(super) enum Command {
         /// Withdrawals: the payout provider, limits and password cost.
         #[command(flatten)]
         payouts: Box<PayoutArgs>,
+        /// Paid services: the cash gateway, order timeout and the compensation scans.
+        #[command(flatten)]
+        services: Box<ServicesArgs>,
     },
     /// Apply pending migrations and exit.
     Migrate,
@@ -163,6 +166,23 @@ pub(super) enum Command {
         #[command(subcommand)]
         action: JobsAction,
     },
+    /// Run one of seed 000's compensation scans now (prints its report as JSON):
+    /// order-timeout-close, payment-delivery, subscription-expiry,
+    /// subscription-message, video-call-finish, video-no-show,
+    /// video-moderation-repair, refund, im-members.
+    Compensate {
+        /// The scan's name.
+        job: String,
+        /// Only this business id (an order, booking or refund number; a subscription
+        /// `artist:fan`; an artist id, or `artist:fan`, for im-members).
+        #[arg(long)]
+        business_id: Option<String>,
+        /// Rows taken at most (1 to 10000).
+        #[arg(long, default_value_t = 1000)]
+        limit: i64,
+        #[command(flatten)]
+        services: Box<ServicesArgs>,
+    },
     /// Withdrawals: list, show, and an operator's approval or rejection (prints JSON).
     Withdrawals {
         #[command(subcommand)]
@@ -209,11 +229,36 @@ pub(super) enum CronAction {
 pub(super) enum OutboxAction {
     /// Every sink's checkpoint, backlog and failure streak (as GET /v1/outbox/sinks).
     Status,
+    /// Messages a sink refused past its retry schedule, oldest first (as GET
+    /// /v1/outbox/dead-letters): those still to handle, or all with --all.
+    DeadLetters {
+        /// Only this sink's (webhook:<name>, nats, log).
+        #[arg(long)]
+        sink: Option<String>,
+        /// Also the replayed ones.
+        #[arg(long)]
+        all: bool,
+        /// Dead letters with an id above this one.
+        #[arg(long, default_value_t = 0)]
+        after: i64,
+        #[arg(long, default_value_t = factledger::infra::outbox::dead_letter::PAGE_DEAD_LETTERS_DEFAULT)]
+        limit: i64,
+    },
+    /// Deliver one dead letter's message to its sink now and mark it replayed (as POST
+    /// /v1/outbox/dead-letters/{id}:replay). The sink is built from the same flags and
+    /// environment as `serve`'s; exits 2 when the sink does not take it.
+    Replay {
+        /// The dead letter's id.
+        id: i64,
+        #[command(flatten)]
+        outbox: Box<OutboxArgs>,
+    },
 }
 
 /// Where `serve` relays outbox messages. Webhooks come from the environment only
-/// (`FACTLEDGER_WEBHOOK_<NAME>_URL` and `FACTLEDGER_WEBHOOK_<NAME>_SECRET`): their
-/// secrets must never be on a command line, where the process list shows them.
+/// (`FACTLEDGER_WEBHOOK_<NAME>_URL` and `FACTLEDGER_WEBHOOK_<NAME>_SECRET`, optionally
+/// `…_TYPES` and `…_RETRY_SECONDS`): their secrets must never be on a command line,
+/// where the process list shows them.
 #[derive(clap::Args)]
 pub(super) struct OutboxArgs {
     /// Relay to NATS JetStream at this URL (nats://HOST:PORT). Credentials in the URL
@@ -467,6 +512,75 @@ impl PayoutArgs {
             }
         };
         Ok((payouts, provider, self.payout_lease_ms))
+    }
+}
+
+/// Paid services' wiring. The gateway's API key and callback secret come from the
+/// environment only (`FACTLEDGER_GATEWAY_API_KEY`, `FACTLEDGER_GATEWAY_CALLBACK_SECRET`).
+#[derive(clap::Args)]
+pub(super) struct ServicesArgs {
+    /// The cash gateway (paysim-shaped HTTP, e.g. `tools/payout-sim`) refunds go
+    /// through; its pay callbacks arrive at `POST /v1/callbacks/<gateway-name>`.
+    /// Without it, cash refunds wait and pay callbacks are not served.
+    #[arg(long, env = "FACTLEDGER_GATEWAY_URL", hide_env_values = true)]
+    pub(super) gateway_url: Option<String>,
+    /// The gateway's callback provider name.
+    #[arg(long, env = "FACTLEDGER_GATEWAY_NAME", default_value = factledger::services::gateway_http::NAME_DEFAULT, hide_env_values = true)]
+    pub(super) gateway_name: String,
+    /// How long an unpaid order stays open (ms) before the timeout scan closes it.
+    #[arg(long, env = "FACTLEDGER_ORDER_TIMEOUT_MS", default_value_t = factledger::services::ctx::ORDER_TIMEOUT_MS_DEFAULT, hide_env_values = true)]
+    pub(super) order_timeout_ms: i64,
+    /// When the paid-services scans fire: `default` (seed 000's table), `off`, or one
+    /// cron expression for all of them.
+    #[arg(
+        long,
+        env = "FACTLEDGER_SERVICES_CRON",
+        default_value = "default",
+        hide_env_values = true
+    )]
+    pub(super) services_cron: String,
+}
+
+impl ServicesArgs {
+    /// The capability settings, the scans' schedule and the callback secret.
+    pub(super) fn wiring(
+        &self,
+    ) -> anyhow::Result<(
+        factledger::services::Services,
+        factledger::server::services::ServicesCron,
+        Option<String>,
+    )> {
+        use anyhow::Context;
+        if self.order_timeout_ms < 1_000 {
+            anyhow::bail!("--order-timeout-ms: at least 1000");
+        }
+        let env = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .with_context(|| format!("--gateway-url needs {name} in the environment"))
+        };
+        let (gateway, secret) = match self.gateway_url.as_deref().filter(|u| !u.trim().is_empty()) {
+            None => (None, None),
+            Some(url) => {
+                use factledger::services::gateway_http::{HttpGateway, HttpGatewayConfig};
+                let mut config = HttpGatewayConfig::new(url, env("FACTLEDGER_GATEWAY_API_KEY")?);
+                config.name = self.gateway_name.clone();
+                let gateway: std::sync::Arc<dyn factledger::services::gateway::PaymentGateway> =
+                    std::sync::Arc::new(HttpGateway::new(config)?);
+                (
+                    Some(gateway),
+                    Some(env("FACTLEDGER_GATEWAY_CALLBACK_SECRET")?),
+                )
+            }
+        };
+        let services = factledger::services::Services {
+            gateway,
+            order_timeout_ms: self.order_timeout_ms,
+            ..Default::default()
+        };
+        let cron = factledger::server::services::ServicesCron::parse(&self.services_cron);
+        Ok((services, cron, secret))
     }
 }
 

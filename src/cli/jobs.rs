@@ -108,6 +108,48 @@ pub(super) async fn outbox_status(g: &Global) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `outbox dead-letters`.
+pub(super) async fn outbox_dead_letters(
+    g: &Global,
+    sink: Option<String>,
+    all: bool,
+    after: i64,
+    limit: i64,
+) -> anyhow::Result<ExitCode> {
+    use factledger::infra::outbox::dead_letter::{self, PAGE_DEAD_LETTERS_MAX};
+    if !(1..=PAGE_DEAD_LETTERS_MAX).contains(&limit) {
+        anyhow::bail!("--limit must be between 1 and {PAGE_DEAD_LETTERS_MAX}");
+    }
+    let db = open_db(&g.database_url, &g.integrity_keys).await?;
+    let list = dead_letter::list(&db.db, sink.as_deref(), all, after, limit).await?;
+    println!("{}", serde_json::to_string_pretty(&list)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `outbox replay <id>`: with the sinks `serve` would build from the same flags and
+/// environment.
+pub(super) async fn outbox_replay(
+    g: &Global,
+    id: i64,
+    outbox: super::args::OutboxArgs,
+) -> anyhow::Result<ExitCode> {
+    use factledger::infra::outbox::{dead_letter, relay, ReplayError, Sinks};
+    let sinks = Sinks(std::sync::Arc::new(outbox.sinks()?));
+    let db = open_db(&g.database_url, &g.integrity_keys).await?;
+    let actor = factledger::runtime::admin_log::cli_actor();
+    match dead_letter::replay(&db.db, &sinks, id, &actor, relay::DELIVERY_TIMEOUT_MS).await {
+        Ok(replayed) => {
+            println!("{}", serde_json::to_string_pretty(&replayed)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e @ ReplayError::Delivery { .. }) => {
+            eprintln!("{e}");
+            Ok(ExitCode::from(2))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// `callbacks replay-failed`.
 pub(super) async fn callbacks_replay_failed(g: &Global, revive: bool) -> anyhow::Result<ExitCode> {
     let db = open_db(&g.database_url, &g.integrity_keys).await?;

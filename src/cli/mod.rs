@@ -3,6 +3,7 @@
 
 mod args;
 mod common;
+mod compensate;
 mod jobs;
 mod log;
 mod projections;
@@ -41,6 +42,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             settlement_every,
             anchor_every_s,
             payouts,
+            services,
         } => {
             let flags = serve::ServeFlags {
                 listen,
@@ -55,6 +57,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 settlement_every,
                 anchor_every_s,
                 payouts,
+                services,
             };
             serve::serve(g, flags).await
         }
@@ -78,12 +81,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Accounts { action } => projections::accounts(g, action).await,
         Command::Jobs { action } => jobs::jobs(&g.database_url, &g.integrity_keys, action).await,
         Command::Withdrawals { action } => withdrawals::withdrawals(g, action).await,
+        Command::Compensate {
+            job,
+            business_id,
+            limit,
+            services,
+        } => compensate::compensate(g, job, business_id, limit, &services).await,
         Command::Cron {
             action: CronAction::List,
         } => jobs::cron_list(g).await,
         Command::Outbox {
             action: OutboxAction::Status,
         } => jobs::outbox_status(g).await,
+        Command::Outbox {
+            action:
+                OutboxAction::DeadLetters {
+                    sink,
+                    all,
+                    after,
+                    limit,
+                },
+        } => jobs::outbox_dead_letters(g, sink, all, after, limit).await,
+        Command::Outbox {
+            action: OutboxAction::Replay { id, outbox },
+        } => jobs::outbox_replay(g, id, *outbox).await,
         Command::Callbacks {
             action: CallbacksAction::ReplayFailed { revive },
         } => jobs::callbacks_replay_failed(g, revive).await,

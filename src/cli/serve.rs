@@ -19,6 +19,7 @@ pub(super) struct ServeFlags {
     pub(super) settlement_every: String,
     pub(super) anchor_every_s: u64,
     pub(super) payouts: Box<PayoutArgs>,
+    pub(super) services: Box<ServicesArgs>,
 }
 
 /// `serve`: run the HTTP service until a signal.
@@ -36,11 +37,13 @@ pub(super) async fn serve(g: &Global, f: ServeFlags) -> anyhow::Result<ExitCode>
         settlement_every,
         anchor_every_s,
         payouts,
+        services,
     } = f;
     let cwd = std::env::current_dir()?;
     let platform_sync = factledger::affiliate::sync::SyncConfig::from_env(&platform_countries)?;
     let sinks = (*outbox).sinks()?;
     let (payouts, payout_provider_config, payout_lease_ms) = (*payouts).wiring()?;
+    let (services, services_cron, services_callback_secret) = services.wiring()?;
     tracing::info!(
         sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),
         "outbox sinks"
@@ -60,6 +63,9 @@ pub(super) async fn serve(g: &Global, f: ServeFlags) -> anyhow::Result<ExitCode>
         payouts,
         payout_provider_config,
         payout_lease_ms: Some(payout_lease_ms),
+        services,
+        services_cron,
+        services_callback_secret,
         ..Default::default()
     };
     let started =

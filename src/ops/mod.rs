@@ -26,4 +26,9 @@ pub fn routes() -> axum::Router<crate::runtime::http::AppState> {
         .route("/v1/jobs/{code}", get(jobs::show).post(jobs::post_on_job))
         .route("/v1/cron", get(cron::status))
         .route("/v1/outbox/sinks", get(outbox::sinks))
+        .route("/v1/outbox/dead-letters", get(outbox::dead_letters))
+        .route(
+            "/v1/outbox/dead-letters/{tail}",
+            post(outbox::post_on_dead_letter),
+        )
 }

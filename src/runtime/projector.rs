@@ -28,10 +28,12 @@ pub const BATCH_EVENTS_MAX: i64 = crate::runtime::projection::BATCH_EVENTS_MAX;
 /// A shared projector.
 pub type DynProjector = Arc<dyn Projector>;
 
-/// Every generic projector `serve` runs (the affiliate ones and withdrawals).
+/// Every generic projector `serve` runs (the affiliate ones, withdrawals and paid
+/// services).
 pub fn all() -> Vec<DynProjector> {
     let mut all = factledger_projections::affiliate::all();
     all.extend(factledger_projections::withdrawals::all());
+    all.extend(factledger_projections::services::all());
     all
 }
 

@@ -6,6 +6,7 @@ use crate::runtime::http::{self, AppState, ServiceConfig};
 mod contract_tests;
 pub mod payouts;
 pub mod router;
+pub mod services;
 pub mod system;
 use crate::infra::auth::NewKey;
 use crate::runtime::bus::CommandBus;
@@ -120,6 +121,12 @@ pub struct ServeOptions {
     pub payout_provider_config: Option<payouts::PayoutProviderConfig>,
     /// The payout claim's lease (default `payouts::job::PAYOUT`'s 2 min).
     pub payout_lease_ms: Option<i64>,
+    /// Paid services: the cash gateway, order timeout, scan batch and test faults.
+    pub services: crate::services::Services,
+    /// When the paid-services scans fire (default: not at all; `serve` turns them on).
+    pub services_cron: services::ServicesCron,
+    /// The secret the gateway signs its pay callbacks with (from the environment).
+    pub services_callback_secret: Option<String>,
 }
 
 /// When settlement fires (`serve --settlement-every`).
@@ -301,6 +308,16 @@ pub async fn job_engine(
             )),
         ));
     }
+    // Paid services: single-item jobs and the seed 000 scans, on this engine.
+    let services_ctx = services::ctx(db, &slot, &options.services, country_code);
+    kinds.extend(services::job_kinds(&services_ctx));
+    if let Some(gateway) = options.services.gateway.clone() {
+        options.callbacks = options.callbacks.with(services::payment_callbacks(
+            services_ctx,
+            gateway,
+            options.services_callback_secret.as_deref(),
+        ))?;
+    }
     let engine = crate::infra::jobs::Engine::new(db.db.clone(), db.store.clone(), config, kinds)?;
     let _ = slot.set(engine.downgrade());
     Ok(engine)
@@ -358,6 +375,7 @@ pub fn cron_scheduler(
             &cron::HEARTBEAT,
         )?);
     }
+    schedules.extend(services::schedules(&options.services_cron)?);
     schedules.extend(options.cron_schedules.iter().cloned());
     let mut config = cron::CronConfig::new(engine.config().owner.clone());
     if let Some(ms) = options.cron_lease_ms {
@@ -400,6 +418,8 @@ pub async fn start_with(
     let cron = cron_scheduler(&jobs, &options)?;
     let sinks = std::mem::take(&mut options.outbox_sinks);
     check_sink_names(&sinks)?;
+    // The same sinks for the operator's dead-letter replay (`ops::outbox`).
+    let live_sinks = crate::infra::outbox::Sinks(Arc::new(sinks.clone()));
     let background = Arc::new(Background {
         _jobs: jobs.start(),
         _cron: cron.start(),
@@ -461,6 +481,9 @@ pub async fn start_with(
     );
     // Reconciliation compares our payouts with the provider's reports.
     let mut external_checks = crate::runtime::reconcile::ExternalChecks::default();
+    external_checks.0.push(Arc::new(
+        crate::services::reconcile::CandyConservation::new(db.db.clone()),
+    ));
     if let Some(provider) = &options.payout_provider {
         external_checks.0.push(Arc::new(
             crate::payouts::reconcile::ProviderReportCheck::new(db.db.clone(), provider.clone()),
@@ -484,7 +507,9 @@ pub async fn start_with(
             let mut parts = axum::http::Extensions::new();
             parts.insert(options.callbacks.clone());
             parts.insert(options.payouts.clone());
+            parts.insert(options.services.clone());
             parts.insert(external_checks);
+            parts.insert(live_sinks);
             parts
         }),
         limits: Arc::new(crate::runtime::http::limits::Limits::new(

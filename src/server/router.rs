@@ -25,6 +25,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::audit::routes())
         .merge(crate::ops::routes())
         .merge(crate::payouts::routes())
+        .merge(crate::services::routes())
         .layer(axum::extract::DefaultBodyLimit::max(BODY_BYTES_MAX))
         .layer(axum::middleware::from_fn_with_state(
             request_timeout,

@@ -63,6 +63,8 @@ use utoipa::OpenApi;
         crate::callbacks::api::list,
         crate::callbacks::api::show,
         crate::ops::outbox::sinks,
+        crate::ops::outbox::dead_letters,
+        crate::ops::outbox::post_on_dead_letter,
         crate::bill::api_reads::get_station_month,
         crate::ledger::api::trial_balance,
         crate::ledger::api::account,
@@ -75,6 +77,14 @@ use utoipa::OpenApi;
         crate::payouts::api_profile::register_account,
         crate::payouts::api_profile::verify_account,
         crate::payouts::api_profile::get_profile,
+        crate::services::api::create_order,
+        crate::services::api::show_order,
+        crate::services::api::book,
+        crate::services::api::booking_action,
+        crate::services::reads::show_booking,
+        crate::services::reads::show_refund,
+        crate::services::reads::show_candy,
+        crate::services::reads::list_subscriptions,
         health,
         metrics,
         openapi
@@ -101,6 +111,10 @@ use utoipa::OpenApi;
         crate::payouts::api_profile::AccountBody,
         crate::payouts::api_profile::ProfileView,
         crate::payouts::api_profile::AccountView,
+        crate::services::api::OrderBody,
+        crate::services::api::BusinessBody,
+        crate::services::api::BookingBody,
+        crate::services::api::BookingActionBody,
         crate::audit::streams::EventsPage,
         crate::wallet::api::LedgerPage,
         crate::runtime::projection::LedgerEntry,
@@ -152,7 +166,9 @@ use utoipa::OpenApi;
         crate::callbacks::VerifyStatus,
         crate::callbacks::HandleStatus,
         crate::infra::outbox::OutboxStatus,
-        crate::infra::outbox::SinkStatus
+        crate::infra::outbox::SinkStatus,
+        crate::infra::outbox::DeadLetter,
+        crate::ops::outbox::DeadLettersPage
     )),
     modifiers(&BearerAuth, &ErrorContract)
 )]

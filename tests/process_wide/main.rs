@@ -3,7 +3,8 @@
 //! process-wide Prometheus recorder and must not see the suite's requests grow them;
 //! `outbox` installs a global tracing subscriber that captures every log line of the
 //! process. The two do not disturb each other (the outbox tests never touch `/health`
-//! or an unmatched route, the series `http_limits` counts).
+//! or an unmatched route, the series `http_limits` counts; nor do their dead-letter
+//! tests, `outbox_dead_letters`, which share their helpers).
 
 #[macro_use]
 #[path = "../common/mod.rs"]
@@ -11,3 +12,4 @@ mod common;
 
 mod http_limits;
 mod outbox;
+mod outbox_dead_letters;

@@ -24,18 +24,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Longest any test waits for deliveries to arrive (loopback; generous for a busy CI).
-const WAIT_MS_MAX: u64 = 30_000;
+pub(crate) const WAIT_MS_MAX: u64 = 30_000;
 /// Longest one wallet command may take while every external sink is down: commands
 /// must not wait for relays at all, this only bounds a slow machine.
 const COMMAND_MS_MAX: u128 = 5_000;
-const SECRET: &[u8] = b"test-webhook-secret-0123456789";
+pub(crate) const SECRET: &[u8] = b"test-webhook-secret-0123456789";
 
-fn nats_url() -> String {
+pub(crate) fn nats_url() -> String {
     std::env::var("FACTLEDGER_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
 }
 
 /// Relays that retry fast, so tests see failures and recoveries quickly.
-fn quick() -> RelayConfig {
+pub(crate) fn quick() -> RelayConfig {
     RelayConfig {
         poll_idle_ms: 20,
         backoff_ms_min: 20,
@@ -47,7 +47,7 @@ fn quick() -> RelayConfig {
 }
 
 /// Poll `check` until it returns `Some`, at most [`WAIT_MS_MAX`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -67,7 +67,7 @@ fn cmd(v: Value) -> WalletCommand {
 }
 
 /// Run one wallet command through the bus; it must succeed within [`COMMAND_MS_MAX`].
-async fn command(bus: &CommandBus<Wallet>, wallet: &str, v: Value) {
+pub(crate) async fn command(bus: &CommandBus<Wallet>, wallet: &str, v: Value) {
     let started = Instant::now();
     bus.execute(CommandEnvelope {
         aggregate_id: wallet.to_owned(),
@@ -85,7 +85,7 @@ async fn command(bus: &CommandBus<Wallet>, wallet: &str, v: Value) {
 
 /// Interleaved traffic on several wallets: open each, then `credits` credits each,
 /// round robin, so every aggregate's rows are spread among the others'.
-async fn traffic(bus: &CommandBus<Wallet>, wallets: &[&str], credits: usize, tag: &str) {
+pub(crate) async fn traffic(bus: &CommandBus<Wallet>, wallets: &[&str], credits: usize, tag: &str) {
     for w in wallets {
         command(
             bus,
@@ -112,7 +112,7 @@ async fn more_credits(bus: &CommandBus<Wallet>, wallets: &[&str], credits: usize
 }
 
 /// Every outbox row, in id order, as the relay reads them.
-async fn all_rows(db: &Db) -> Vec<OutboxMessage> {
+pub(crate) async fn all_rows(db: &Db) -> Vec<OutboxMessage> {
     let mut out: Vec<OutboxMessage> = Vec::new();
     loop {
         let after = out.last().map_or(0, |m| m.id);
@@ -127,7 +127,7 @@ async fn all_rows(db: &Db) -> Vec<OutboxMessage> {
 }
 
 /// The sink's row in the status, if it has one.
-async fn sink_status(db: &Db, name: &str) -> Option<outbox::SinkStatus> {
+pub(crate) async fn sink_status(db: &Db, name: &str) -> Option<outbox::SinkStatus> {
     outbox::status(db)
         .await
         .expect("status")
@@ -136,7 +136,7 @@ async fn sink_status(db: &Db, name: &str) -> Option<outbox::SinkStatus> {
         .find(|s| s.name == name)
 }
 
-async fn wait_delivered(db: &Db, name: &str, to: i64) -> outbox::SinkStatus {
+pub(crate) async fn wait_delivered(db: &Db, name: &str, to: i64) -> outbox::SinkStatus {
     eventually(&format!("{name} to deliver up to {to}"), || async {
         sink_status(db, name)
             .await
@@ -296,7 +296,8 @@ struct Received {
 }
 
 /// A webhook receiver on loopback: verifies the signature with the secret (its own
-/// HMAC, not the service's code), answers 500 while `down` is set.
+/// HMAC, not the service's code), answers 503 (down, never a refusal of the message,
+/// so never a dead letter) while `down` is set.
 struct Receiver {
     url: String,
     received: Arc<Mutex<Received>>,
@@ -339,7 +340,7 @@ impl Receiver {
                         let mut seen = r.lock().expect("lock");
                         if d.load(Ordering::SeqCst) {
                             seen.refused += 1;
-                            return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+                            return axum::http::StatusCode::SERVICE_UNAVAILABLE;
                         }
                         let ts = h("x-factledger-timestamp");
                         let fresh = ts
@@ -377,12 +378,12 @@ impl Receiver {
     }
 }
 
-fn webhook(name: &str, url: String, secret: &[u8]) -> Arc<dyn Sink> {
+pub(crate) fn webhook(name: &str, url: String, secret: &[u8]) -> Arc<dyn Sink> {
     let config = WebhookConfig::new(name, url, secret.to_vec()).expect("valid webhook");
     Arc::new(WebhookSink::new(config).expect("client"))
 }
 
-async fn loopback() -> tokio::net::TcpListener {
+pub(crate) async fn loopback() -> tokio::net::TcpListener {
     tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind loopback")
@@ -444,7 +445,7 @@ fn forward(listener: tokio::net::TcpListener, target: String) -> tokio::task::Jo
 }
 
 /// A port nothing listens on (bound, then released).
-async fn closed_port() -> u16 {
+pub(crate) async fn closed_port() -> u16 {
     let l = loopback().await;
     l.local_addr().expect("addr").port()
 }
@@ -458,7 +459,7 @@ both_backends!(
         let nats = Arc::new(NatsSink::new(
             stream.config(format!("nats://127.0.0.1:{nats_port}")),
         ));
-        // One webhook refused (nothing listens), one answering 500.
+        // One webhook refused (nothing listens), one answering 503.
         let refused = webhook(
             "refused",
             format!("http://127.0.0.1:{hook_port}/hook"),
@@ -486,7 +487,7 @@ both_backends!(
         for (name, error) in [
             ("nats", "connect"),
             ("webhook:refused", "connect"),
-            ("webhook:failing", "500"),
+            ("webhook:failing", "503"),
         ] {
             let s = eventually(&format!("{name} to record failures"), || async {
                 sink_status(&dbp, name).await.filter(|s| s.attempts >= 2)
@@ -521,8 +522,14 @@ both_backends!(
 
         for name in ["nats", "webhook:refused", "webhook:failing", "log"] {
             let s = wait_delivered(&dbp, name, max).await;
+            // Down is not a refusal: nothing was given up.
+            assert_eq!(s.dead_letters, 0, "{s:?}");
             assert_eq!((s.backlog, s.last_error, s.failing_since), (0, None, None));
         }
+        assert_eq!(
+            scalar(&dbp, "SELECT COUNT(*) FROM outbox_dead_letters").await,
+            0
+        );
         // The backlog drained exactly once, in id order, so in order per aggregate.
         for receiver in [&failing, &refused_back] {
             let got = receiver.accepted();
@@ -783,9 +790,10 @@ both_backends!(
         );
         assert!(s["attempts"].as_i64().unwrap_or(0) >= 2, "{s}");
         assert!(
-            s["last_error"].as_str().unwrap_or("").contains("500"),
+            s["last_error"].as_str().unwrap_or("").contains("503"),
             "{s}"
         );
+        assert_eq!(s["dead_letters"], json!(0));
         assert!(s["failing_since"].is_string(), "{s}");
         let metrics = client
             .get(format!("{base}/metrics"))

@@ -569,7 +569,7 @@ both_backends!(
         // Each stops right before its own bad event; the orders and campaign
         // projectors reach the head.
         let list = wait_projections(&app, "two stopped, the others at the head", |l| {
-            l.len() == 8
+            l.len() == 9
                 && l.iter()
                     // A failed batch reports its error before the runner has applied
                     // the events ahead of the bad one: wait for both.

@@ -20,6 +20,9 @@ mod bill_env;
 /// A service paying through the payout simulator (`withdrawals`).
 #[path = "../common/payout_env.rs"]
 mod payout_env;
+/// A service with paid services on the gateway simulator (`services_*`).
+#[path = "../common/services_env.rs"]
+mod services_env;
 
 mod affiliate_api;
 mod affiliate_projections;
@@ -51,6 +54,7 @@ mod rebuild;
 mod reconcile;
 mod role_matrix;
 mod scope;
+mod services_smoke;
 mod settlement;
 mod store;
 mod tls;

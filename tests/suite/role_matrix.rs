@@ -109,6 +109,8 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("post", "/v1/jobs/{code}:kick", Operate),
     ("get", "/v1/cron", Read),
     ("get", "/v1/outbox/sinks", Read),
+    ("get", "/v1/outbox/dead-letters", Operate),
+    ("post", "/v1/outbox/dead-letters/{id}:replay", Operate),
     ("get", "/v1/callbacks", Read),
     ("get", "/v1/callbacks/{id}", Read),
     // Providers authenticate by signature or token, never by an API key.
@@ -130,6 +132,14 @@ const TABLE: &[(&str, &str, Access)] = &[
         Operate,
     ),
     ("get", "/v1/users/{user_id}/payout-profile", Read),
+    ("post", "/v1/service-orders", Write),
+    ("get", "/v1/service-orders/{order_no}", Read),
+    ("post", "/v1/bookings", Write),
+    ("get", "/v1/bookings/{booking_no}", Read),
+    ("post", "/v1/bookings/{booking_action}", Write),
+    ("get", "/v1/refunds/{refund_no}", Read),
+    ("get", "/v1/candy-accounts/{user_id}", Read),
+    ("get", "/v1/subscriptions", Read),
 ];
 
 /// A concrete request path for a documented one: every `{param}` filled with a value
@@ -169,6 +179,10 @@ fn concrete(path: &str) -> String {
         ("{account}", "wallet:w-1:available"),
         ("{withdrawal_id}", "wd-1"),
         ("{account_id}", "pa-1"),
+        ("{order_no}", "ORD-1"),
+        ("{booking_no}", "BK-1"),
+        ("{booking_action}", "BK-1:start"),
+        ("{refund_no}", "RF-1"),
     ];
     let mut out = path.to_owned();
     for (k, v) in values {
@@ -217,6 +231,7 @@ fn routed() -> BTreeSet<(String, String)> {
         ("pub fn routes(", include_str!("../../src/audit/mod.rs")),
         ("pub fn routes(", include_str!("../../src/ops/mod.rs")),
         ("pub fn routes(", include_str!("../../src/payouts/mod.rs")),
+        ("pub fn routes(", include_str!("../../src/services/mod.rs")),
     ];
     let body = sources
         .iter()

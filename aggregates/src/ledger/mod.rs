@@ -18,6 +18,7 @@
 //! | `campaign_reserved:{campaign_id}:{CUR}`   | the fund's reservations by orders | credit | — |
 //! | `provider_clearing:{provider}:{CUR}`      | paid out, in flight at a payout provider | credit | — |
 //! | `external:{ref_type}:{CUR}`               | any other source or sink a wallet command names | debit | — |
+//! | `candy:{user_id}:{balance,held}` and the other accounts of paid services | see [`services`] | | |
 //!
 //! Wallet buckets are what the platform owes a user (credit-normal); their flag is the
 //! rule the wallet aggregate enforces when money moves (`Wallet::check`: no bucket
@@ -44,7 +45,7 @@ use crate::wallet::{Bucket, EntryType, WalletEvent};
 
 /// The version of the chart and of the event → posting mapping. Bump it (and the
 /// journal projection's version) when an account name or a mapping changes.
-pub const CHART_VERSION: i32 = 2;
+pub const CHART_VERSION: i32 = 3;
 
 /// The `ref_type` of a wallet payout (`FrozenPaidOut`) to a payout provider.
 pub const WITHDRAWAL_REF_TYPE: &str = "WITHDRAWAL";
@@ -243,6 +244,9 @@ pub fn campaign_posting(campaign_id: &str, currency: Currency, event: &CampaignE
         entry_type: entry.to_owned(),
     }
 }
+
+mod services;
+pub use services::{candy_account, candy_posting, order_posting};
 
 #[cfg(test)]
 mod tests;

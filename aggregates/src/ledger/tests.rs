@@ -1,4 +1,10 @@
 use super::*;
+use crate::candy::{CandyAccount, CandyAfter, CandyEvent, CreditSource, SettleReason};
+use crate::decide::Decide;
+use crate::service_order::{
+    CreateOrder, LateReason, OrderBusiness, OrderEvent, Payment, ServiceOrder,
+};
+use crate::services::{candy_currency, PaymentMethod, UserId};
 use crate::wallet::{Buckets, Movement};
 
 fn idr() -> Currency {
@@ -175,14 +181,14 @@ fn a_recovery_books_a_receivable_and_its_write_off_reverses_it() {
 }
 
 #[test]
-fn only_wallet_buckets_and_campaign_budgets_carry_the_no_overdraft_flag() {
+fn only_wallet_buckets_campaign_budgets_and_candy_buckets_carry_the_no_overdraft_flag() {
     for kind in AccountKind::ALL {
         let flags = kind.flags();
         assert_eq!(
             flags.debits_must_not_exceed_credits,
             matches!(
                 kind,
-                AccountKind::WalletBucket | AccountKind::CampaignBudget
+                AccountKind::WalletBucket | AccountKind::CampaignBudget | AccountKind::CandyBucket
             ),
             "{kind:?}"
         );
@@ -270,4 +276,305 @@ fn a_payout_clears_through_the_provider_its_movement_names() {
         (p.debit.as_str(), p.credit.as_str()),
         ("wallet:w1:frozen", "provider_clearing:xendit:IDR")
     );
+}
+
+// ---------------------------------------------------------------------------------
+// Seed 000's paid services (`services.rs`)
+// ---------------------------------------------------------------------------------
+
+fn user(n: i64) -> UserId {
+    UserId::parse(n).unwrap()
+}
+
+/// The (debit, credit) of a posting, and the kinds its accounts are of.
+type Sides = Option<(&'static str, &'static str)>;
+
+/// Every candy event, each variant once: a new variant fails the match in
+/// `candy_posting` at build time, and its expected posting must be added here.
+fn every_candy_event() -> Vec<(CandyEvent, Sides)> {
+    let after = CandyAfter {
+        balance: 0,
+        held: 0,
+    };
+    vec![
+        (CandyEvent::CandyAccountOpened { user_id: user(42) }, None),
+        (
+            CandyEvent::CandyCredited {
+                source: CreditSource::Recharge,
+                order_no: "R1".into(),
+                candy: 500,
+                after,
+            },
+            Some(("candy_issued:RECHARGE:ZZC", "candy:42:balance")),
+        ),
+        (
+            CandyEvent::HoldPlaced {
+                booking_no: "B1".into(),
+                candy: 500,
+                after,
+            },
+            Some(("candy:42:balance", "candy:42:held")),
+        ),
+        (
+            CandyEvent::HoldSettled {
+                booking_no: "B1".into(),
+                artist_id: user(7),
+                reason: SettleReason::CallIncome,
+                candy: 500,
+                after,
+            },
+            Some(("candy:42:held", "artist_income:7:ZZC")),
+        ),
+        (
+            CandyEvent::HoldForfeited {
+                booking_no: "B1".into(),
+                reason: "MODERATION".into(),
+                candy: 500,
+                after,
+            },
+            Some(("candy:42:held", "candy_forfeited:MODERATION:ZZC")),
+        ),
+        (
+            CandyEvent::HoldRefunded {
+                booking_no: "B1".into(),
+                refund_no: "RF1".into(),
+                candy: 500,
+                after,
+            },
+            Some(("candy:42:held", "candy:42:balance")),
+        ),
+    ]
+}
+
+#[test]
+fn every_candy_movement_is_one_balanced_posting_in_zzc_between_chart_accounts() {
+    let events = every_candy_event();
+    let mut names: Vec<&str> = events.iter().map(|(e, _)| e.name()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), events.len(), "each variant once");
+    assert_eq!(names.len(), 6, "every CandyEvent variant");
+    for (event, expected) in &events {
+        let posting = candy_posting("42", event);
+        assert_eq!(
+            posting
+                .as_ref()
+                .map(|p| (p.debit.as_str(), p.credit.as_str())),
+            *expected,
+            "{}",
+            event.name()
+        );
+        assert_eq!(
+            posting.is_some(),
+            event.movement().is_some(),
+            "{}",
+            event.name()
+        );
+        // The posting's reference is the event's unique ledger key.
+        assert_eq!(
+            posting
+                .as_ref()
+                .map(|p| (p.ref_type.clone(), p.ref_id.clone(), p.entry_type.clone())),
+            CandyAccount::ledger_ref(event).map(|r| (r.ref_type, r.ref_id, r.entry_type)),
+            "{}",
+            event.name()
+        );
+        if let Some(p) = posting {
+            assert_ne!(p.debit, p.credit);
+            assert_eq!(p.amount_minor, 500);
+            assert_eq!(p.currency, candy_currency());
+            assert_eq!(p.currency.as_str(), "ZZC");
+            for account in [&p.debit, &p.credit] {
+                assert!(AccountKind::of(account).is_some(), "{account} in the chart");
+            }
+        }
+    }
+    assert_eq!(candy_account("42", "held"), "candy:42:held");
+}
+
+#[test]
+fn candy_accounts_are_of_their_kinds_with_their_sides() {
+    for (account, kind, side) in [
+        ("candy:42:balance", AccountKind::CandyBucket, Side::Credit),
+        ("candy:42:held", AccountKind::CandyBucket, Side::Credit),
+        (
+            "candy_issued:RECHARGE:ZZC",
+            AccountKind::CandyIssued,
+            Side::Debit,
+        ),
+        (
+            "artist_income:7:ZZC",
+            AccountKind::ArtistIncome,
+            Side::Credit,
+        ),
+        (
+            "candy_forfeited:MODERATION:ZZC",
+            AccountKind::CandyForfeited,
+            Side::Credit,
+        ),
+        (
+            "gateway_clearing:WECHAT:CNY",
+            AccountKind::GatewayClearing,
+            Side::Debit,
+        ),
+        (
+            "service_sales:RECHARGE:CNY",
+            AccountKind::ServiceSales,
+            Side::Credit,
+        ),
+        (
+            "refund_payable:WECHAT:CNY",
+            AccountKind::RefundPayable,
+            Side::Credit,
+        ),
+    ] {
+        assert_eq!(AccountKind::of(account), Some(kind), "{account}");
+        assert_eq!(kind.normal_side(), side, "{account}");
+    }
+}
+
+fn cny() -> Currency {
+    Currency::parse("CNY").unwrap()
+}
+
+fn wechat_payment(tx: &str) -> Payment {
+    Payment {
+        transaction_no: tx.into(),
+        method: PaymentMethod::Wechat,
+        account_id: "wx-openid-42".into(),
+        amount_minor: 600,
+        currency: "CNY".into(),
+        paid_at: "2026-05-01T10:05:00Z".parse().unwrap(),
+    }
+}
+
+/// Every order event, each variant once (and a candy order's payment besides): a new
+/// variant must be added here with its expected posting.
+fn every_order_event() -> Vec<(OrderEvent, Sides)> {
+    let at: chrono::DateTime<chrono::Utc> = "2026-05-01T10:00:00Z".parse().unwrap();
+    vec![
+        (
+            OrderEvent::OrderCreated(CreateOrder {
+                order_no: "O1".into(),
+                user_id: user(42),
+                business: OrderBusiness::Recharge { candy: 10_000 },
+                method: PaymentMethod::Wechat,
+                amount: 600,
+                currency: Some(cny()),
+                created_at: at,
+                timeout_at: at + chrono::Duration::minutes(15),
+            }),
+            None,
+        ),
+        (OrderEvent::PaymentStarted { at }, None),
+        (
+            OrderEvent::OrderPaid {
+                business: "RECHARGE".into(),
+                payment: wechat_payment("tx1"),
+            },
+            Some(("gateway_clearing:WECHAT:CNY", "service_sales:RECHARGE:CNY")),
+        ),
+        (
+            OrderEvent::LatePaymentReceived {
+                payment: wechat_payment("tx2"),
+                reason: LateReason::Closed,
+            },
+            Some(("gateway_clearing:WECHAT:CNY", "refund_payable:WECHAT:CNY")),
+        ),
+        (
+            OrderEvent::OrderDelivered {
+                business: "RECHARGE".into(),
+                at,
+            },
+            None,
+        ),
+        (
+            OrderEvent::OrderClosed {
+                business: "RECHARGE".into(),
+                at,
+            },
+            None,
+        ),
+        (
+            OrderEvent::OrderRefunded {
+                refund_no: "RF1".into(),
+                transaction_no: "tx2".into(),
+                method: PaymentMethod::Wechat,
+                amount_minor: 600,
+                order_refunded: true,
+                at,
+            },
+            Some(("refund_payable:WECHAT:CNY", "gateway_clearing:WECHAT:CNY")),
+        ),
+    ]
+}
+
+#[test]
+fn every_cash_order_event_is_one_balanced_posting_between_chart_accounts() {
+    let events = every_order_event();
+    let mut names: Vec<&str> = events.iter().map(|(e, _)| e.name()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), events.len(), "each variant once");
+    assert_eq!(names.len(), 7, "every OrderEvent variant");
+    for (event, expected) in &events {
+        let posting = order_posting(cny(), event);
+        assert_eq!(
+            posting
+                .as_ref()
+                .map(|p| (p.debit.as_str(), p.credit.as_str())),
+            *expected,
+            "{}",
+            event.name()
+        );
+        assert_eq!(
+            posting
+                .as_ref()
+                .map(|p| (p.ref_type.clone(), p.ref_id.clone(), p.entry_type.clone())),
+            ServiceOrder::ledger_ref(event).map(|r| (r.ref_type, r.ref_id, r.entry_type)),
+            "{}",
+            event.name()
+        );
+        if let Some(p) = posting {
+            assert_ne!(p.debit, p.credit);
+            assert_eq!((p.amount_minor, p.currency), (600, cny()));
+            for account in [&p.debit, &p.credit] {
+                assert!(AccountKind::of(account).is_some(), "{account} in the chart");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_late_payment_and_its_refund_leave_refund_payable_and_clearing_as_they_were() {
+    let events = every_order_event();
+    let late = order_posting(cny(), &events[3].0).unwrap();
+    let refund = order_posting(cny(), &events[6].0).unwrap();
+    assert_eq!((&late.debit, &late.credit), (&refund.credit, &refund.debit));
+    assert_eq!(late.amount_minor, refund.amount_minor);
+    // A second payment of a paid order is owed back the same way.
+    let duplicate = OrderEvent::LatePaymentReceived {
+        payment: wechat_payment("tx3"),
+        reason: LateReason::AlreadyPaid,
+    };
+    let p = order_posting(cny(), &duplicate).unwrap();
+    assert_eq!(p.credit, "refund_payable:WECHAT:CNY");
+}
+
+#[test]
+fn a_candy_order_s_payment_posts_nothing_on_the_order() {
+    // Its payment is the hold, posted on the candy account.
+    let paid = OrderEvent::OrderPaid {
+        business: "BOOKING".into(),
+        payment: Payment {
+            transaction_no: "candy-O2".into(),
+            method: PaymentMethod::Candy,
+            account_id: "42".into(),
+            amount_minor: 5_000,
+            currency: "ZZC".into(),
+            paid_at: "2026-05-01T10:00:00Z".parse().unwrap(),
+        },
+    };
+    assert_eq!(order_posting(cny(), &paid), None);
+    assert_eq!(ServiceOrder::ledger_ref(&paid), None);
 }

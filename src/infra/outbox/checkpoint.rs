@@ -1,8 +1,12 @@
-//! The relay's tables (migrations `0007`): reading `outbox` rows in id order and moving
-//! each sink's checkpoint in `outbox_sinks`. The same SQL on both backends.
+//! The relay's tables (migrations `0007`, `0024`): reading `outbox` rows in id order
+//! and moving each sink's checkpoint in `outbox_sinks`, with the failure streak
+//! (`attempts`, `last_error`, `failing_since_ms`) and the refusals of the message at
+//! the head (`refusals`, reset whenever the checkpoint moves). The same SQL on both
+//! backends.
 
 use super::{truncate_error, OutboxMessage};
-use crate::infra::db::{Db, RowText};
+use crate::infra::db::{Db, Get, RowText, Tx};
+use factledger_projections::table::{Cell, ColType, Column};
 use serde::Serialize;
 use sqlx::Row;
 
@@ -105,7 +109,8 @@ fn message(
     }
 }
 
-fn ms_text(ms: i64) -> String {
+/// Milliseconds since the epoch as RFC 3339 UTC with milliseconds.
+pub(crate) fn ms_text(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
         .unwrap_or_else(|| ms.to_string())
@@ -114,7 +119,7 @@ fn ms_text(ms: i64) -> String {
 /// Move `sink`'s checkpoint `from → to` by compare-and-set on `from`. Returns false when
 /// it had moved already (another relay of the same sink, in another process, got
 /// there first): then nothing is written. `clear_failure` ends a failure streak (the
-/// whole batch went through).
+/// whole batch went through); the head's refusal count starts again either way.
 pub async fn advance(
     db: &Db,
     sink: &str,
@@ -124,9 +129,10 @@ pub async fn advance(
 ) -> Result<bool, sqlx::Error> {
     let sql = if clear_failure {
         "UPDATE outbox_sinks SET delivered_id = ?, updated_at_ms = ?, attempts = 0, \
-         last_error = NULL, failing_since_ms = NULL WHERE name = ? AND delivered_id = ?"
+         refusals = 0, last_error = NULL, failing_since_ms = NULL \
+         WHERE name = ? AND delivered_id = ?"
     } else {
-        "UPDATE outbox_sinks SET delivered_id = ?, updated_at_ms = ? \
+        "UPDATE outbox_sinks SET delivered_id = ?, updated_at_ms = ?, refusals = 0 \
          WHERE name = ? AND delivered_id = ?"
     };
     let moved = on_pool!(db, |p| sqlx::query(sql)
@@ -157,6 +163,37 @@ pub async fn record_failure(db: &Db, sink: &str, error: &str) -> Result<(), sqlx
     Ok(())
 }
 
+/// Record a refusal of the message at the head (a failed attempt, see
+/// [`record_failure`], that also counts against the retry schedule); the head's
+/// refusals so far, this one included.
+pub async fn record_refusal(db: &Db, sink: &str, error: &str) -> Result<i64, sqlx::Error> {
+    let now = crate::infra::db::now_ms();
+    let mut tx = Tx::begin_write(db).await?;
+    let sql = "UPDATE outbox_sinks SET attempts = attempts + 1, refusals = refusals + 1, \
+               last_error = ?, failing_since_ms = COALESCE(failing_since_ms, ?), \
+               updated_at_ms = ? WHERE name = ?";
+    let args = [
+        Cell::Text(truncate_error(error)),
+        Cell::Int(now),
+        Cell::Int(now),
+        Cell::Text(sink.to_owned()),
+    ];
+    tx.exec(sql, &args).await?;
+    let select = "SELECT refusals FROM outbox_sinks WHERE name = ?";
+    let rows = tx
+        .fetch(select, &[Cell::Text(sink.to_owned())], REFUSALS)
+        .await?;
+    tx.commit().await?;
+    rows.first()
+        .ok_or(sqlx::Error::RowNotFound)
+        .and_then(|r| r.int("refusals"))
+}
+
+const REFUSALS: &[Column] = &[Column {
+    name: "refusals",
+    ty: ColType::Int,
+}];
+
 /// The highest outbox id written so far (0 when none).
 pub async fn max_id(db: &Db) -> Result<i64, sqlx::Error> {
     let sql = "SELECT COALESCE(MAX(id), 0) FROM outbox";
@@ -177,6 +214,9 @@ pub struct SinkStatus {
     pub last_error: Option<String>,
     /// When the current failure streak began (RFC 3339), if the sink is failing.
     pub failing_since: Option<String>,
+    /// Messages this sink gave up on that are not replayed yet
+    /// (`GET /v1/outbox/dead-letters?sink=`).
+    pub dead_letters: i64,
     pub updated_at: String,
 }
 
@@ -191,8 +231,11 @@ pub struct OutboxStatus {
 /// Every sink's checkpoint and backlog.
 pub async fn status(db: &Db) -> Result<OutboxStatus, sqlx::Error> {
     let max_id = max_id(db).await?;
-    let select = "SELECT name, delivered_id, attempts, last_error, failing_since_ms, \
-                  updated_at_ms FROM outbox_sinks ORDER BY name";
+    let select = "SELECT s.name, s.delivered_id, s.attempts, s.last_error, \
+                  s.failing_since_ms, s.updated_at_ms, \
+                  (SELECT COUNT(*) FROM outbox_dead_letters d \
+                   WHERE d.sink = s.name AND d.replayed_at_ms IS NULL) \
+                  FROM outbox_sinks s ORDER BY s.name";
     let sinks = on_pool!(db, |p| {
         let rows = sqlx::query(select).fetch_all(p).await?;
         rows.iter()
@@ -210,6 +253,7 @@ pub async fn status(db: &Db) -> Result<OutboxStatus, sqlx::Error> {
                     attempts,
                     last_error: r.opt_text(3)?,
                     failing_since: failing_since_ms.map(ms_text),
+                    dead_letters: r.try_get(6)?,
                     updated_at: ms_text(r.try_get(5)?),
                 })
             })

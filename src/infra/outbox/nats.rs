@@ -10,9 +10,12 @@
 //! earlier one after it — out of order for its aggregate.
 //!
 //! The sink connects lazily and reconnects after any failure, so a server that is
-//! down at start-up or goes away later only delays delivery. On connecting it makes
-//! sure a stream covers `<prefix>.>` (creating `FACTLEDGER` if missing; an existing
-//! stream is left as operations configured it).
+//! down at start-up or goes away later only delays delivery: a lost connection, a
+//! missing acknowledgement, a stream that is full or gone are the server's state, not
+//! the message's, and are retried until they pass ([`publish_error`]); only a message
+//! JetStream cannot take as such (over its size limit) is a refusal that may end in a
+//! dead letter. On connecting it makes sure a stream covers `<prefix>.>` (creating
+//! `FACTLEDGER` if missing; an existing stream is left as operations configured it).
 
 use super::{OutboxMessage, Sink, SinkError};
 use async_trait::async_trait;
@@ -115,9 +118,27 @@ impl NatsSink {
         let ack = js
             .publish_with_headers(subject, headers, m.body().into())
             .await
-            .map_err(|e| SinkError::Refused(e.to_string()))?;
-        ack.await.map_err(|e| SinkError::Refused(e.to_string()))?;
+            .map_err(publish_error)?;
+        ack.await.map_err(publish_error)?;
         Ok(())
+    }
+}
+
+/// What a failed publish says: about this message (too large; the `WrongLast*`
+/// expectations are never set here) only when JetStream could not take it as such;
+/// otherwise the server or the stream is not there or not taking anything now, which
+/// is retried with backoff and never dead-lettered.
+fn publish_error(e: async_nats::jetstream::context::PublishError) -> SinkError {
+    use async_nats::jetstream::context::PublishErrorKind as Kind;
+    let text = e.to_string();
+    match e.kind() {
+        Kind::TimedOut => SinkError::Timeout(NATS_ACK_TIMEOUT_MS),
+        Kind::BrokenPipe => SinkError::Connect(text),
+        Kind::StreamNotFound => SinkError::Config(text),
+        Kind::MaxPayloadExceeded | Kind::WrongLastMessageId | Kind::WrongLastSequence => {
+            SinkError::Refused(text)
+        }
+        _ => SinkError::Unavailable(text),
     }
 }
 

@@ -1,8 +1,21 @@
-//! One relay per sink: read a batch after the checkpoint, deliver it in id order,
-//! move the checkpoint by compare-and-set; on failure record it and back off.
+//! One relay per sink: read a batch after the checkpoint, deliver it in id order
+//! (passing over the types the sink does not take), move the checkpoint by
+//! compare-and-set; on failure record it and pause.
+//!
+//! Two kinds of failure, two ways to wait:
+//! - the sink is down ([`SinkError::Connect`], `Unavailable`, `Timeout`, `Config`):
+//!   exponential backoff from [`RETRY_BACKOFF_MS_MIN`] to [`RETRY_BACKOFF_MS_MAX`],
+//!   for as long as it takes; nothing is given up, the backlog drains on recovery;
+//! - the sink refused the message ([`SinkError::Refused`]): the next pause of the
+//!   sink's retry schedule ([`Sink::retry_schedule`], else
+//!   [`RelayConfig::retry_schedule`]). The refusals of the message at the head are
+//!   counted in `outbox_sinks.refusals`, so the count survives a restart (which
+//!   retries at once); the refusal after the last pause writes the message to
+//!   `outbox_dead_letters` and moves the checkpoint past it in one transaction
+//!   ([`super::dead_letter::bury`]), and later messages flow again.
 
 use super::checkpoint;
-use super::{OutboxMessage, Sink, SinkError, BATCH_ROWS_MAX};
+use super::{OutboxMessage, Sink, SinkError, BATCH_ROWS_MAX, RETRY_SCHEDULE_DEFAULT};
 use crate::infra::db::Db;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +49,9 @@ pub struct RelayConfig {
     pub backoff_ms_max: u64,
     pub delivery_timeout_ms: u64,
     pub hole_wait_ms: u64,
+    /// The retry schedule of every sink that has none of its own
+    /// ([`Sink::retry_schedule`]); default [`RETRY_SCHEDULE_DEFAULT`].
+    pub retry_schedule: Vec<Duration>,
 }
 
 impl Default for RelayConfig {
@@ -47,6 +63,7 @@ impl Default for RelayConfig {
             backoff_ms_max: RETRY_BACKOFF_MS_MAX,
             delivery_timeout_ms: DELIVERY_TIMEOUT_MS,
             hole_wait_ms: HOLE_WAIT_MS,
+            retry_schedule: RETRY_SCHEDULE_DEFAULT.to_vec(),
         }
     }
 }
@@ -67,8 +84,12 @@ impl RelayConfig {
 pub enum Step {
     /// Nothing after the checkpoint.
     Idle,
-    /// Delivered ids `(from, to]` and moved the checkpoint to `to`.
+    /// Delivered ids `(from, to]` (or passed over those of types the sink does not
+    /// take) and moved the checkpoint to `to`.
     Delivered { from: i64, to: i64 },
+    /// Delivered or passed `(from, id)`, then wrote `id` to `outbox_dead_letters` (its
+    /// retry schedule used up) and moved the checkpoint to `id`.
+    DeadLettered { from: i64, id: i64 },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,13 +97,15 @@ pub enum RelayError {
     #[error("outbox database: {0}")]
     Database(#[from] sqlx::Error),
     /// The sink failed at `failed_id`; every id up to `delivered_to` went through
-    /// (and the checkpoint moved there).
+    /// (and the checkpoint moved there). `retry_in`: when a refused message is due
+    /// again on the retry schedule; `None` for a sink that is down (backoff).
     #[error("sink {sink} failed at outbox id {failed_id}: {error}")]
     Sink {
         sink: String,
         failed_id: i64,
         delivered_to: i64,
         error: SinkError,
+        retry_in: Option<Duration>,
     },
     /// Another relay of the same sink moved the checkpoint first; this one delivered
     /// duplicates (harmless: consumers dedupe by id) and writes nothing.
@@ -94,8 +117,10 @@ pub enum RelayError {
 }
 
 /// One pass: read up to a batch after the checkpoint, deliver the contiguous run in
-/// order (each acknowledged before the next), move the checkpoint by compare-and-set.
-/// A sink failure records the attempt on the checkpoint row.
+/// order (each acknowledged before the next; types the sink does not take are passed
+/// over), move the checkpoint by compare-and-set. A sink failure records the attempt
+/// on the checkpoint row; a refusal beyond the retry schedule makes the message a dead
+/// letter and moves the checkpoint past it ([`Step::DeadLettered`]).
 pub async fn relay_once(
     db: &Db,
     sink: &dyn Sink,
@@ -115,17 +140,20 @@ pub async fn relay_once(
         };
     }
     let mut delivered_to = from;
+    let mut delivered = 0u64;
     let mut failure = None;
     for message in run {
-        let timeout = Duration::from_millis(config.delivery_timeout_ms);
-        let outcome = match tokio::time::timeout(timeout, sink.deliver(message)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(SinkError::Timeout(config.delivery_timeout_ms)),
-        };
-        match outcome {
-            Ok(()) => delivered_to = message.id,
+        if !sink.takes(&message.r#type) {
+            delivered_to = message.id;
+            continue;
+        }
+        match deliver(sink, message, config.delivery_timeout_ms).await {
+            Ok(()) => {
+                delivered_to = message.id;
+                delivered += 1;
+            }
             Err(e) => {
-                failure = Some((message.id, e));
+                failure = Some((message, e));
                 break;
             }
         }
@@ -136,25 +164,69 @@ pub async fn relay_once(
             return Err(RelayError::CheckpointMoved(name.to_owned()));
         }
         metrics::counter!("factledger_outbox_delivered_total", "sink" => name.to_owned())
-            .increment((delivered_to - from) as u64);
+            .increment(delivered);
     }
-    match failure {
-        None => Ok(Step::Delivered {
+    let Some((message, error)) = failure else {
+        return Ok(Step::Delivered {
             from,
             to: delivered_to,
-        }),
-        Some((failed_id, error)) => {
-            let error = RelayError::Sink {
-                sink: name.to_owned(),
-                failed_id,
-                delivered_to,
-                error,
-            };
-            checkpoint::record_failure(db, name, &error.to_string()).await?;
-            metrics::counter!("factledger_outbox_failures_total", "sink" => name.to_owned())
-                .increment(1);
-            Err(error)
+        });
+    };
+    metrics::counter!("factledger_outbox_failures_total", "sink" => name.to_owned()).increment(1);
+    let failed_id = message.id;
+    let text = RelayError::sink_text(name, failed_id, &error);
+    let mut retry_in = None;
+    if error.is_message_specific() {
+        let refusals = checkpoint::record_refusal(db, name, &text).await?;
+        let schedule = sink.retry_schedule().unwrap_or(&config.retry_schedule);
+        match usize::try_from(refusals - 1)
+            .ok()
+            .and_then(|i| schedule.get(i))
+        {
+            Some(pause) => retry_in = Some(*pause),
+            None => {
+                if !super::dead_letter::bury(db, name, message, refusals, &text).await? {
+                    return Err(RelayError::CheckpointMoved(name.to_owned()));
+                }
+                tracing::warn!(sink = %name, outbox_id = failed_id, refusals, error = %error,
+                    "outbox message refused past its retry schedule: dead-lettered");
+                metrics::counter!("factledger_outbox_dead_letters_total", "sink" => name.to_owned())
+                    .increment(1);
+                return Ok(Step::DeadLettered {
+                    from,
+                    id: failed_id,
+                });
+            }
         }
+    } else {
+        checkpoint::record_failure(db, name, &text).await?;
+    }
+    Err(RelayError::Sink {
+        sink: name.to_owned(),
+        failed_id,
+        delivered_to,
+        error,
+        retry_in,
+    })
+}
+
+impl RelayError {
+    /// The text of [`RelayError::Sink`] (what `last_error` records).
+    fn sink_text(sink: &str, failed_id: i64, error: &SinkError) -> String {
+        format!("sink {sink} failed at outbox id {failed_id}: {error}")
+    }
+}
+
+/// One delivery within `timeout_ms` (a sink that does not answer in time failed).
+pub(crate) async fn deliver(
+    sink: &dyn Sink,
+    message: &OutboxMessage,
+    timeout_ms: u64,
+) -> Result<(), SinkError> {
+    let timeout = Duration::from_millis(timeout_ms);
+    match tokio::time::timeout(timeout, sink.deliver(message)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(SinkError::Timeout(timeout_ms)),
     }
 }
 
@@ -208,12 +280,17 @@ async fn run(db: Db, sink: Arc<dyn Sink>, config: RelayConfig) {
             None => true,
             Some(t) => t.elapsed() >= Duration::from_millis(BACKLOG_GAUGE_EVERY_MS),
         };
-        if gauge_due || matches!(outcome, Ok(Step::Delivered { .. })) {
+        if gauge_due
+            || matches!(
+                outcome,
+                Ok(Step::Delivered { .. } | Step::DeadLettered { .. })
+            )
+        {
             gauge_at = Some(Instant::now());
             publish_backlog(&db, &name).await;
         }
         let pause_ms = match outcome {
-            Ok(Step::Delivered { .. }) => {
+            Ok(Step::Delivered { .. } | Step::DeadLettered { .. }) => {
                 failures = 0;
                 hole_since = None;
                 continue;
@@ -240,6 +317,17 @@ async fn run(db: Db, sink: Arc<dyn Sink>, config: RelayConfig) {
                     }
                     config.backoff_ms(failures)
                 }
+            }
+            // A refused message: the next pause of its retry schedule.
+            Err(RelayError::Sink {
+                retry_in: Some(pause),
+                ref error,
+                failed_id,
+                ..
+            }) => {
+                let pause_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX);
+                tracing::warn!(sink = %name, outbox_id = failed_id, error = %error, pause_ms, "outbox message refused; retrying on the sink's schedule");
+                pause_ms
             }
             Err(e) => {
                 failures = failures.saturating_add(1);

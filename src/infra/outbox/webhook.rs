@@ -7,14 +7,23 @@
 //!
 //! Signing the timestamp with the body lets a receiver refuse replays of old
 //! deliveries. A 2xx answer within [`WEBHOOK_TIMEOUT_MS`] is an acknowledgement;
-//! anything else (other status, redirect, timeout, refused connection) is a failure the
-//! relay retries. Secrets come from the environment only
-//! (`FACTLEDGER_WEBHOOK_<NAME>_SECRET`), never from the command line.
+//! anything else is a failure the relay retries, classified by what it says about the
+//! message ([`answer_error`]): only the receiver's own verdict on it (a 4xx other than
+//! those below, a 500, 501…) is a refusal, retried on the sink's schedule and then
+//! dead-lettered; a receiver that is down (no connection, a dropped one, a timeout, 408,
+//! 429, 502, 503, 504) or a webhook that is misconfigured (a redirect, 401, 403, 404,
+//! 405) is retried with backoff until it recovers, never dead-lettered.
+//!
+//! From the environment: `FACTLEDGER_WEBHOOK_<NAME>_URL` and `…_SECRET` (secrets never
+//! come from the command line), and optionally `…_TYPES` (comma-separated type
+//! prefixes the webhook takes, default every type) and `…_RETRY_SECONDS` (its retry
+//! schedule, default the relay's, [`super::RETRY_SCHEDULE_DEFAULT`]).
 
-use super::{ConfigError, OutboxMessage, Sink, SinkError, SINK_NAME_LEN_MAX};
+use super::{ConfigError, OutboxMessage, Sink, SinkError, SinkPolicy, SINK_NAME_LEN_MAX};
 use async_trait::async_trait;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use std::time::Duration;
 
 /// Longest a receiver may take to answer one delivery.
 pub const WEBHOOK_TIMEOUT_MS: u64 = 5_000;
@@ -36,6 +45,8 @@ pub struct WebhookConfig {
     pub name: String,
     pub url: String,
     pub secret: Vec<u8>,
+    /// The types it takes and its retry schedule (default: every type, the relay's).
+    pub policy: SinkPolicy,
 }
 
 impl std::fmt::Debug for WebhookConfig {
@@ -44,6 +55,7 @@ impl std::fmt::Debug for WebhookConfig {
         f.debug_struct("WebhookConfig")
             .field("name", &self.name)
             .field("url", &self.url)
+            .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
 }
@@ -62,14 +74,18 @@ pub fn signature(secret: &[u8], timestamp: &str, body: &[u8]) -> String {
 }
 
 /// Webhooks configured in the environment: every `FACTLEDGER_WEBHOOK_<NAME>_URL` with
-/// its `FACTLEDGER_WEBHOOK_<NAME>_SECRET`. A URL without a secret (or a secret without a
-/// URL) is an error, so a typo cannot silently send unsigned or no notifications.
+/// its `FACTLEDGER_WEBHOOK_<NAME>_SECRET`, and optionally `…_TYPES` and
+/// `…_RETRY_SECONDS` ([`SinkPolicy::parse_types`], [`SinkPolicy::parse_retry_seconds`]).
+/// A URL without a secret (or a secret, types or schedule without a URL) is an error,
+/// so a typo cannot silently send unsigned, unfiltered or no notifications; so is a
+/// malformed value, named by its variable.
 pub fn webhooks_from_env(
     vars: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Vec<WebhookConfig>, ConfigError> {
     const PREFIX: &str = "FACTLEDGER_WEBHOOK_";
     let mut urls = std::collections::BTreeMap::new();
     let mut secrets = std::collections::BTreeMap::new();
+    let mut policies: std::collections::BTreeMap<String, SinkPolicy> = Default::default();
     for (key, value) in vars {
         let Some(rest) = key.strip_prefix(PREFIX) else {
             continue;
@@ -78,10 +94,16 @@ pub fn webhooks_from_env(
             urls.insert(name.to_owned(), value);
         } else if let Some(name) = rest.strip_suffix("_SECRET") {
             secrets.insert(name.to_owned(), value);
+        } else if let Some(name) = rest.strip_suffix("_RETRY_SECONDS") {
+            let schedule = SinkPolicy::parse_retry_seconds(&key, &value)?;
+            policies.entry(name.to_owned()).or_default().retry_schedule = Some(schedule);
+        } else if let Some(name) = rest.strip_suffix("_TYPES") {
+            let types = SinkPolicy::parse_types(&key, &value)?;
+            policies.entry(name.to_owned()).or_default().types = types;
         } else {
             return Err(ConfigError::invalid(
                 key.clone(),
-                "expected FACTLEDGER_WEBHOOK_<NAME>_URL or FACTLEDGER_WEBHOOK_<NAME>_SECRET",
+                "expected FACTLEDGER_WEBHOOK_<NAME>_URL, _SECRET, _TYPES or _RETRY_SECONDS",
             ));
         }
     }
@@ -91,13 +113,20 @@ pub fn webhooks_from_env(
             "a webhook secret is set but not its URL",
         ));
     }
+    if let Some(name) = policies.keys().find(|n| !urls.contains_key(*n)) {
+        return Err(ConfigError::invalid(
+            format!("{PREFIX}{name}_URL"),
+            "a webhook's types or retry schedule are set but not its URL",
+        ));
+    }
     urls.into_iter()
         .map(|(name, url)| {
             let field = format!("{PREFIX}{name}_SECRET");
             let secret = secrets
                 .remove(&name)
                 .ok_or_else(|| ConfigError::invalid(&field, "webhook URL set without a secret"))?;
-            WebhookConfig::new(&name, url, secret.into_bytes())
+            let policy = policies.remove(&name).unwrap_or_default();
+            Ok(WebhookConfig::new(&name, url, secret.into_bytes())?.with_policy(policy))
         })
         .collect()
 }
@@ -132,7 +161,18 @@ impl WebhookConfig {
                 format!("secret must be at least {WEBHOOK_SECRET_LEN_MIN} bytes"),
             ));
         }
-        Ok(WebhookConfig { name, url, secret })
+        Ok(WebhookConfig {
+            name,
+            url,
+            secret,
+            policy: SinkPolicy::default(),
+        })
+    }
+
+    /// The same webhook taking only `policy.types`, retried on `policy.retry_schedule`.
+    pub fn with_policy(mut self, policy: SinkPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 }
 
@@ -141,6 +181,7 @@ pub struct WebhookSink {
     sink_name: String,
     url: String,
     secret: Vec<u8>,
+    policy: SinkPolicy,
     client: reqwest::Client,
 }
 
@@ -157,6 +198,7 @@ impl WebhookSink {
             sink_name: format!("{WEBHOOK_SINK_PREFIX}{}", config.name),
             url: config.url,
             secret: config.secret,
+            policy: config.policy,
             client,
         })
     }
@@ -166,6 +208,14 @@ impl WebhookSink {
 impl Sink for WebhookSink {
     fn name(&self) -> &str {
         &self.sink_name
+    }
+
+    fn takes(&self, message_type: &str) -> bool {
+        self.policy.takes(message_type)
+    }
+
+    fn retry_schedule(&self) -> Option<&[Duration]> {
+        self.policy.retry_schedule.as_deref()
     }
 
     async fn deliver(&self, m: &OutboxMessage) -> Result<(), SinkError> {
@@ -185,21 +235,35 @@ impl Sink for WebhookSink {
             .map_err(|e| {
                 // The URL may carry a token in its query; `last_error` is readable by
                 // every role, so it is left out.
+                // No answer is never the receiver's verdict on the message (a
+                // dropped connection is a receiver going away): down, not refused.
                 let e = e.without_url();
                 if e.is_timeout() {
                     SinkError::Timeout(WEBHOOK_TIMEOUT_MS)
-                } else if e.is_connect() {
-                    SinkError::Connect(error_chain(&e))
                 } else {
-                    SinkError::Refused(error_chain(&e))
+                    SinkError::Connect(error_chain(&e))
                 }
             })?;
         let status = response.status();
         if status.is_success() {
             Ok(())
         } else {
-            Err(SinkError::Refused(format!("HTTP {status}")))
+            Err(answer_error(status))
         }
+    }
+}
+
+/// What a non-2xx answer says: the receiver is down (408 Request Timeout, 429 Too
+/// Many Requests, 502/503/504 from its proxy), the webhook is misconfigured (a
+/// redirect, which is never followed; 401/403: the signature or credentials; 404/405:
+/// the URL), or the receiver refused this message (everything else: 400, 409, 413,
+/// 422, 500…), the only case that may end in a dead letter.
+pub fn answer_error(status: reqwest::StatusCode) -> SinkError {
+    let text = format!("HTTP {status}");
+    match status.as_u16() {
+        300..=399 | 401 | 403 | 404 | 405 => SinkError::Config(text),
+        408 | 429 | 502 | 503 | 504 => SinkError::Unavailable(text),
+        _ => SinkError::Refused(text),
     }
 }
 
@@ -256,6 +320,151 @@ mod tests {
             vars(&[("FACTLEDGER_WEBHOOK_A_TOKEN", "x")]),
         ] {
             assert!(webhooks_from_env(bad.clone()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn types_and_retry_seconds_come_from_the_environment_per_webhook() {
+        let hooks = webhooks_from_env(vars(&[
+            ("FACTLEDGER_WEBHOOK_IM_URL", "https://im.example/hook"),
+            ("FACTLEDGER_WEBHOOK_IM_SECRET", "0123456789abcdef0123"),
+            ("FACTLEDGER_WEBHOOK_IM_TYPES", "im_member., alert."),
+            ("FACTLEDGER_WEBHOOK_IM_RETRY_SECONDS", "10, 30,60,300"),
+            ("FACTLEDGER_WEBHOOK_BI_URL", "https://bi.example/hook"),
+            ("FACTLEDGER_WEBHOOK_BI_SECRET", "0123456789abcdef0123"),
+        ]))
+        .expect("valid");
+        let (bi, im) = (&hooks[0], &hooks[1]);
+        assert_eq!((bi.name.as_str(), im.name.as_str()), ("bi", "im"));
+        assert_eq!(bi.policy, SinkPolicy::default());
+        assert!(bi.policy.takes("wallet.PendingCredited"));
+        assert_eq!(im.policy.types, vec!["im_member.", "alert."]);
+        assert!(im.policy.takes("im_member.Joined") && im.policy.takes("alert.x"));
+        assert!(!im.policy.takes("wallet.PendingCredited") && !im.policy.takes("im_member"));
+        let secs: Vec<u64> = im
+            .policy
+            .retry_schedule
+            .iter()
+            .flatten()
+            .map(Duration::as_secs)
+            .collect();
+        assert_eq!(secs, vec![10, 30, 60, 300]);
+        let sink = WebhookSink::new(im.clone()).expect("client");
+        assert_eq!(sink.retry_schedule().map(<[Duration]>::len), Some(4));
+        assert!(!sink.takes("wallet.X"));
+    }
+
+    #[test]
+    fn malformed_types_or_retry_seconds_are_refused_naming_the_variable_and_the_rule() {
+        let base = [
+            ("FACTLEDGER_WEBHOOK_IM_URL", "https://im.example/hook"),
+            ("FACTLEDGER_WEBHOOK_IM_SECRET", "0123456789abcdef0123"),
+        ];
+        for (key, value, rule) in [
+            (
+                "FACTLEDGER_WEBHOOK_IM_RETRY_SECONDS",
+                "",
+                "comma-separated whole seconds",
+            ),
+            (
+                "FACTLEDGER_WEBHOOK_IM_RETRY_SECONDS",
+                "10,,30",
+                "1-20 values",
+            ),
+            (
+                "FACTLEDGER_WEBHOOK_IM_RETRY_SECONDS",
+                "0,30",
+                "each 1-86400",
+            ),
+            ("FACTLEDGER_WEBHOOK_IM_RETRY_SECONDS", "-5", "each 1-86400"),
+            (
+                "FACTLEDGER_WEBHOOK_IM_RETRY_SECONDS",
+                "1.5",
+                "whole seconds",
+            ),
+            (
+                "FACTLEDGER_WEBHOOK_IM_RETRY_SECONDS",
+                "10s,30s",
+                "e.g. 10,30,60,300",
+            ),
+            (
+                "FACTLEDGER_WEBHOOK_IM_RETRY_SECONDS",
+                "86401",
+                "each 1-86400",
+            ),
+            (
+                "FACTLEDGER_WEBHOOK_IM_RETRY_SECONDS",
+                &"1,".repeat(21)[..41],
+                "1-20 values",
+            ),
+            ("FACTLEDGER_WEBHOOK_IM_TYPES", "", "type prefixes"),
+            (
+                "FACTLEDGER_WEBHOOK_IM_TYPES",
+                "im_member.,,wallet.",
+                "each 1-128",
+            ),
+            (
+                "FACTLEDGER_WEBHOOK_IM_TYPES",
+                "im member.",
+                "without spaces",
+            ),
+            (
+                "FACTLEDGER_WEBHOOK_IM_TYPES",
+                &"x".repeat(129),
+                "each 1-128",
+            ),
+        ] {
+            let mut env = vars(&base);
+            env.push((key.to_owned(), value.to_owned()));
+            let e = webhooks_from_env(env).expect_err(value).to_string();
+            assert!(e.starts_with(&format!("{key}: ")), "{value:?}: {e}");
+            assert!(e.contains(rule), "{value:?}: {e}");
+        }
+        // Types or a schedule for a webhook that has no URL: a typo, refused.
+        let e = webhooks_from_env(vars(&[
+            ("FACTLEDGER_WEBHOOK_IN_TYPES", "im_member."),
+            ("FACTLEDGER_WEBHOOK_IM_URL", "https://im.example/hook"),
+            ("FACTLEDGER_WEBHOOK_IM_SECRET", "0123456789abcdef0123"),
+        ]))
+        .expect_err("no URL for IN")
+        .to_string();
+        assert!(e.contains("FACTLEDGER_WEBHOOK_IN_URL"), "{e}");
+    }
+
+    #[test]
+    fn only_the_receivers_verdict_on_a_message_is_a_refusal() {
+        use reqwest::StatusCode as S;
+        for status in [
+            S::BAD_REQUEST,
+            S::CONFLICT,
+            S::UNPROCESSABLE_ENTITY,
+            S::INTERNAL_SERVER_ERROR,
+        ] {
+            assert!(answer_error(status).is_message_specific(), "{status}");
+        }
+        for status in [
+            S::REQUEST_TIMEOUT,
+            S::TOO_MANY_REQUESTS,
+            S::BAD_GATEWAY,
+            S::SERVICE_UNAVAILABLE,
+            S::GATEWAY_TIMEOUT,
+        ] {
+            assert!(
+                matches!(answer_error(status), SinkError::Unavailable(_)),
+                "{status}"
+            );
+        }
+        for status in [
+            S::FOUND,
+            S::UNAUTHORIZED,
+            S::FORBIDDEN,
+            S::NOT_FOUND,
+            S::METHOD_NOT_ALLOWED,
+        ] {
+            assert!(
+                matches!(answer_error(status), SinkError::Config(_)),
+                "{status}"
+            );
         }
     }
 

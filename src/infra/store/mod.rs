@@ -41,6 +41,23 @@ pub struct Metadata {
     pub country_code: String,
 }
 
+impl Metadata {
+    /// The metadata of a write the service makes on its own (a job round, a cron
+    /// scan, a callback): a fresh correlation id that is also the request and trace id.
+    pub fn service(actor: &str, country_code: &str) -> Metadata {
+        let correlation_id = uuid::Uuid::new_v4().to_string();
+        Metadata {
+            correlation_id: correlation_id.clone(),
+            causation_id: None,
+            command_id: None,
+            actor: actor.to_owned(),
+            request_id: correlation_id.clone(),
+            trace_id: correlation_id,
+            country_code: country_code.to_owned(),
+        }
+    }
+}
+
 /// An event ready to be written: ids, time and hash chain already fixed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SealedEvent {

@@ -1,5 +1,7 @@
 //! The routes: the provider API (`/disbursements`, `/reports/disbursements`) and the
-//! control API (`/control/…`). Shapes are documented in the crate docs.
+//! control API (`/control/…`). Shapes are documented in the crate docs. The payment
+//! gateway's routes (`/gateway/…`, `/control/gateway/…`) are in `gateway/http.rs`,
+//! merged here, and share the helpers below.
 
 use crate::model::{CreateRequest, Disbursement, Fault, Status, IDEMPOTENCY_KEY_CHARS_MAX};
 use crate::sim::GARBAGE_BODY;
@@ -18,18 +20,18 @@ use std::collections::HashMap;
 /// The header carrying the idempotency key of a create.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "x-idempotency-key";
 
-fn error(status: u16, error_code: &str, message: impl Into<String>) -> Response {
+pub(crate) fn error(status: u16, error_code: &str, message: impl Into<String>) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let body = json!({"error_code": error_code, "message": message.into()});
     (code, Json(body)).into_response()
 }
 
-fn status_json(status: u16, body: Value) -> Response {
+pub(crate) fn status_json(status: u16, body: Value) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, Json(body)).into_response()
 }
 
-fn unauthorized() -> Response {
+pub(crate) fn unauthorized() -> Response {
     error(
         401,
         "INVALID_API_KEY",
@@ -45,7 +47,7 @@ fn not_found() -> Response {
     )
 }
 
-fn authorization(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn authorization(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -202,14 +204,14 @@ struct CompleteBody {
     failure_code: Option<String>,
 }
 
-fn control_error(e: ControlError) -> Response {
+pub(crate) fn control_error(e: ControlError) -> Response {
     match e {
         ControlError::BadRequest(m) => error(400, "BAD_REQUEST", m),
         ControlError::NotFound(m) => error(404, "NOT_FOUND", m),
     }
 }
 
-fn ok() -> Response {
+pub(crate) fn ok() -> Response {
     Json(json!({"ok": true})).into_response()
 }
 
@@ -240,7 +242,8 @@ async fn complete(State(sim): State<Sim>, Json(b): Json<CompleteBody>) -> Respon
     }
 }
 
-/// The simulator's routes (provider API and control API).
+/// The simulator's routes: the provider API and control API, and the payment
+/// gateway's ([`crate::gateway`]).
 pub fn router(sim: Sim) -> Router {
     Router::new()
         .route("/disbursements", post(create).get(query))
@@ -271,5 +274,6 @@ pub fn router(sim: Sim) -> Router {
                 ok()
             }),
         )
+        .merge(crate::gateway::http::routes())
         .with_state(sim)
 }

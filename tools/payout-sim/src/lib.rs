@@ -7,6 +7,12 @@
 //! over a real socket, exactly as to the provider. State lives in memory behind one
 //! mutex and nothing sleeps unless scripted: ten thousand payouts end to end are fast.
 //!
+//! The same server also simulates a **cash payment gateway** (seed 000: WeChat Pay,
+//! Alipay, Apple): payments with HMAC-signed pay callbacks, idempotent refunds, refund
+//! queries and their scripted faults, under `/gateway/…` and `/control/gateway/…`.
+//! See [`gateway`] for that API; it shares the API key, the server, the reset and the
+//! callback delivery described here.
+//!
 //! # The provider API (Xendit's shape, not factledger's)
 //!
 //! Every call needs `Authorization: Basic base64("<secret>:")` (the configured secret
@@ -106,9 +112,17 @@
 //!   whatever its status (a second call contradicts the first), and sends its callbacks.
 //!   For tests that set `complete_after_ms` very large.
 //! - `POST /control/reset`: forgets disbursements, keys, faults, counts and callbacks,
-//!   returns to the configured settings, and drops pending settlements.
+//!   returns to the configured settings, and drops pending settlements (the gateway's
+//!   state too).
+//!
+//! # In process
+//!
+//! [`spawn`]`(`[`SimConfig`]`) -> io::Result<`[`SimHandle`]`>` serves a simulator on
+//! loopback; [`SimHandle::base_url`] is both APIs' base URL, [`SimHandle::sim`] the
+//! payouts' state and [`SimHandle::gateway`] the gateway's.
 #![forbid(unsafe_code)]
 
+pub mod gateway;
 mod http;
 mod model;
 mod sim;
@@ -144,6 +158,10 @@ pub struct SimConfig {
     pub callback_token: String,
     /// How long after its create answer a disbursement settles (0: right after).
     pub complete_after_ms: u64,
+    /// Where the payment gateway's pay callbacks go; `None`: none.
+    pub gateway_callback_url: Option<String>,
+    /// The secret pay callbacks are signed with (HMAC-SHA256, `x-gateway-signature`).
+    pub gateway_callback_secret: String,
 }
 
 impl Default for SimConfig {
@@ -154,6 +172,8 @@ impl Default for SimConfig {
             callback_url: None,
             callback_token: "payout-sim-callback-token".into(),
             complete_after_ms: 0,
+            gateway_callback_url: None,
+            gateway_callback_secret: gateway::CALLBACK_SECRET_DEFAULT.into(),
         }
     }
 }
@@ -170,9 +190,14 @@ pub struct SimHandle {
 }
 
 impl SimHandle {
-    /// `http://127.0.0.1:<port>`: the provider API's base URL.
+    /// `http://127.0.0.1:<port>`: the provider API's (and the gateway API's) base URL.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The simulated payment gateway, for in-process control.
+    pub fn gateway(&self) -> gateway::GatewaySim {
+        self.sim.gateway()
     }
 
     /// Stops accepting, lets answers in flight finish (at most

@@ -1,6 +1,7 @@
-//! `payout-sim`: serve a simulated payout provider (Xendit-shaped disbursements) for
-//! demos and benchmarks (`cargo run -p payout-sim -- --listen 127.0.0.1:9200`). See
-//! the library docs for the API, the callbacks and the control endpoints.
+//! `payout-sim`: serve a simulated payout provider (Xendit-shaped disbursements) and
+//! a simulated cash payment gateway for demos and benchmarks
+//! (`cargo run -p payout-sim -- --listen 127.0.0.1:9200`). See the library docs for
+//! the APIs, the callbacks and the control endpoints.
 #![forbid(unsafe_code)]
 
 use clap::Parser;
@@ -11,7 +12,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "payout-sim",
-    about = "Simulated payout provider, Xendit disbursement shaped (loopback only)"
+    about = "Simulated payout provider (Xendit disbursement shaped) and payment gateway (loopback only)"
 )]
 struct Cli {
     /// Address to listen on; loopback only (127.0.0.1:0 picks a free port).
@@ -37,6 +38,16 @@ struct Cli {
     /// A disbursement settles this long after its create answer.
     #[arg(long, default_value_t = 0)]
     complete_after_ms: u64,
+    /// Where the payment gateway's pay callbacks are POSTed; none without it.
+    #[arg(long)]
+    gateway_callback_url: Option<String>,
+    /// Pay callbacks carry HMAC-SHA256(this, body) as `x-gateway-signature`.
+    #[arg(
+        long,
+        env = "PAYOUT_SIM_GATEWAY_CALLBACK_SECRET",
+        default_value = payout_sim::gateway::CALLBACK_SECRET_DEFAULT
+    )]
+    gateway_callback_secret: String,
 }
 
 #[tokio::main]
@@ -48,6 +59,8 @@ async fn main() -> ExitCode {
         callback_url: cli.callback_url,
         callback_token: cli.callback_token,
         complete_after_ms: cli.complete_after_ms,
+        gateway_callback_url: cli.gateway_callback_url,
+        gateway_callback_secret: cli.gateway_callback_secret,
     };
     let running = match spawn(config).await {
         Ok(r) => r,

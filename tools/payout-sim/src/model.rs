@@ -35,12 +35,41 @@ pub struct CreateRequest {
 
 /// A text field: present, a string, 1 to [`TEXT_CHARS_MAX`] characters.
 fn text(body: &Map<String, Value>, field: &str) -> Result<String, String> {
+    text_max(body, field, TEXT_CHARS_MAX)
+}
+
+/// A text field: present, a string, 1 to `max` characters, not blank (the gateway's
+/// bodies share this check).
+pub(crate) fn text_max(
+    body: &Map<String, Value>,
+    field: &str,
+    max: usize,
+) -> Result<String, String> {
     match body.get(field) {
-        Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= TEXT_CHARS_MAX => {
-            Ok(s.clone())
-        }
-        Some(Value::String(_)) => Err(format!("{field} must be 1 to {TEXT_CHARS_MAX} characters")),
+        Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= max => Ok(s.clone()),
+        Some(Value::String(_)) => Err(format!("{field} must be 1 to {max} characters")),
         Some(_) => Err(format!("{field} must be a string")),
+        None => Err(format!("{field} is required")),
+    }
+}
+
+/// A JSON object's body, or why not.
+pub(crate) fn object(body: &[u8]) -> Result<Map<String, Value>, String> {
+    match serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))? {
+        Value::Object(map) => Ok(map),
+        _ => Err("the body must be a JSON object".to_owned()),
+    }
+}
+
+/// A strictly positive integer amount of minor units (a fraction, zero, a negative
+/// or a string is refused, naming the field).
+pub(crate) fn positive_minor(body: &Map<String, Value>, field: &str) -> Result<i64, String> {
+    match body.get(field) {
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .filter(|a| *a > 0)
+            .ok_or_else(|| format!("{field} must be a positive integer number of minor units")),
+        Some(_) => Err(format!("{field} must be a number")),
         None => Err(format!("{field} is required")),
     }
 }
@@ -48,18 +77,8 @@ fn text(body: &Map<String, Value>, field: &str) -> Result<String, String> {
 impl CreateRequest {
     /// Parses a create body; the error message names the field at fault.
     pub fn parse(body: &[u8]) -> Result<CreateRequest, String> {
-        let value: Value =
-            serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
-        let body = value
-            .as_object()
-            .ok_or_else(|| "the body must be a JSON object".to_owned())?;
-        let amount = match body.get("amount") {
-            Some(Value::Number(n)) => n.as_i64().filter(|a| *a > 0).ok_or_else(|| {
-                "amount must be a positive integer number of minor units".to_owned()
-            })?,
-            Some(_) => return Err("amount must be a number".into()),
-            None => return Err("amount is required".into()),
-        };
+        let body = &object(body)?;
+        let amount = positive_minor(body, "amount")?;
         let currency = text(body, "currency")?;
         if !CURRENCIES.contains(&currency.as_str()) {
             return Err(format!("currency must be one of {CURRENCIES:?}"));

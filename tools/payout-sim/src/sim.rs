@@ -1,7 +1,14 @@
 //! The simulator's state behind one mutex: disbursements, idempotency keys, scripted
 //! faults, request counts and the callback log. Every method takes the lock briefly
 //! and never across an await, so ten thousand creates stay cheap.
+//!
+//! The plumbing the payment gateway ([`crate::gateway`]) shares lives here too: the
+//! API key check ([`Sim::authorized`]), the reset/stop generation that ends background
+//! work, scripted sleeps, and the callback POST with its retries and its proof of
+//! origin ([`post_callback`] with a [`Signing`]). The gateway's own state sits beside
+//! the payouts' behind its own mutex (locked after this one, never before).
 
+use crate::gateway::Shared as GatewayShared;
 use crate::model::{CreateRequest, Disbursement, Fault, Status, WebhookFault};
 use crate::{SimConfig, CALLBACK_TOKEN_HEADER};
 use base64::Engine as _;
@@ -138,6 +145,8 @@ struct Inner {
     generation: watch::Sender<u64>,
     next_id: AtomicU64,
     next_event: AtomicU64,
+    /// The payment gateway's state (see [`crate::gateway`]).
+    gateway: GatewayShared,
 }
 
 /// Which endpoint a call was for (request counts).
@@ -173,6 +182,7 @@ impl Sim {
                 generation: watch::Sender::new(0),
                 next_id: AtomicU64::new(0),
                 next_event: AtomicU64::new(0),
+                gateway: GatewayShared::new(config),
             }),
         }
     }
@@ -190,10 +200,25 @@ impl Sim {
         *self.inner.generation.borrow()
     }
 
+    pub(crate) fn gateway_shared(&self) -> &GatewayShared {
+        &self.inner.gateway
+    }
+
+    /// The payment gateway simulated beside the payouts (same server, same API key).
+    pub fn gateway(&self) -> crate::gateway::GatewaySim {
+        crate::gateway::GatewaySim::new(self.clone())
+    }
+
+    /// Whether `authorization` (the `Authorization` header) carries the configured
+    /// secret: `Basic base64("<secret>:")`.
+    pub fn authorized(&self, authorization: Option<&str>) -> bool {
+        authorization == Some(self.inner.authorization.as_str())
+    }
+
     /// Counts a call to `endpoint`; `false` (and counted as unauthorized) unless the
     /// `Authorization` header carries the configured secret.
     pub fn admit(&self, endpoint: Endpoint, authorization: Option<&str>) -> bool {
-        let ok = authorization == Some(self.inner.authorization.as_str());
+        let ok = self.authorized(authorization);
         let mut s = self.lock();
         let c = &mut s.counts;
         match endpoint {
@@ -390,12 +415,15 @@ impl Sim {
         Ok(())
     }
 
-    /// Forgets every disbursement, key, fault, count and callback, and returns to the
-    /// configured settings; pending settlements and deliveries are dropped.
+    /// Forgets every disbursement, key, fault, count and callback (the gateway's
+    /// payments, refunds, faults and callbacks too), and returns to the configured
+    /// settings; pending settlements and deliveries are dropped.
     pub fn reset(&self) {
         let mut s = self.lock();
         *s = SimState::new(self.inner.initial.clone());
-        // Under the lock, so a settlement checking the generation under the lock
+        let mut g = self.inner.gateway.lock();
+        self.inner.gateway.reset_locked(&mut g);
+        // Under the locks, so background work checking the generation under a lock
         // never acts on the new state.
         self.inner.generation.send_modify(|g| *g += 1);
     }
@@ -612,17 +640,85 @@ async fn deliver_one(sim: &Sim, generation: u64, plan: &Plan, item: &Callback) {
         ),
         Callback::Garbage => (GARBAGE_BODY.to_owned(), None, None),
     };
+    let signing = Signing::Token {
+        header: CALLBACK_TOKEN_HEADER,
+        token: plan.token.clone(),
+    };
+    post_callback(sim, generation, &plan.url, &signing, &body, |d| {
+        sim.log_callback(CallbackAttempt {
+            event_id: event_id.clone(),
+            disbursement_id: plan.disbursement_id.clone(),
+            external_id: plan.external_id.clone(),
+            status,
+            attempt: d.attempt,
+            http_status: d.http_status,
+            error: d.error.clone(),
+            delivered: d.delivered,
+        })
+    })
+    .await;
+}
+
+/// How a callback proves it comes from the simulated provider.
+#[derive(Debug, Clone)]
+pub(crate) enum Signing {
+    /// The shared token itself in `header` (the payout callbacks' `x-callback-token`).
+    Token { header: &'static str, token: String },
+    /// `HMAC-SHA256(secret, raw body)` as lower-case hex in `header` (the gateway's
+    /// `x-gateway-signature`).
+    Hmac {
+        header: &'static str,
+        secret: String,
+    },
+}
+
+impl Signing {
+    fn header(&self, body: &str) -> (&'static str, String) {
+        match self {
+            Signing::Token { header, token } => (header, token.clone()),
+            Signing::Hmac { header, secret } => (
+                header,
+                crate::gateway::signature(secret.as_bytes(), body.as_bytes()),
+            ),
+        }
+    }
+}
+
+/// One attempt at delivering a callback, as [`post_callback`] reports it.
+#[derive(Debug, Clone)]
+pub(crate) struct Delivery {
+    /// 1-based.
+    pub attempt: u32,
+    pub http_status: Option<u16>,
+    pub error: Option<String>,
+    pub delivered: bool,
+}
+
+/// POSTs `body` (JSON, or not: a garbage callback) to `url`, signed per `signing`;
+/// retries a non-2xx answer or a connection error up to [`CALLBACK_ATTEMPTS_MAX`]
+/// attempts in all, [`CALLBACK_BACKOFF_MS`] doubling between them. `log` sees every
+/// attempt. The last attempt, or `None` when a reset or stop came before the first.
+pub(crate) async fn post_callback(
+    sim: &Sim,
+    generation: u64,
+    url: &str,
+    signing: &Signing,
+    body: &str,
+    mut log: impl FnMut(&Delivery),
+) -> Option<Delivery> {
+    let (header, value) = signing.header(body);
+    let mut last = None;
     for attempt in 1..=CALLBACK_ATTEMPTS_MAX {
         if sim.generation() != generation {
-            return;
+            return last;
         }
         let sent = sim
             .http()
-            .post(&plan.url)
-            .header(CALLBACK_TOKEN_HEADER, &plan.token)
+            .post(url)
+            .header(header, &value)
             .header("content-type", "application/json")
             .timeout(Duration::from_millis(CALLBACK_TIMEOUT_MS))
-            .body(body.clone())
+            .body(body.to_owned())
             .send()
             .await;
         let (http_status, error) = match sent {
@@ -635,22 +731,21 @@ async fn deliver_one(sim: &Sim, generation: u64, plan: &Plan, item: &Callback) {
             Err(e) => (None, Some(e.to_string())),
         };
         let delivered = http_status.is_some_and(|s| (200..300).contains(&s));
-        sim.log_callback(CallbackAttempt {
-            event_id: event_id.clone(),
-            disbursement_id: plan.disbursement_id.clone(),
-            external_id: plan.external_id.clone(),
-            status,
+        let d = Delivery {
             attempt,
             http_status,
             error,
             delivered,
-        });
+        };
+        log(&d);
+        last = Some(d);
         if delivered || attempt == CALLBACK_ATTEMPTS_MAX {
-            return;
+            return last;
         }
         let backoff_ms = CALLBACK_BACKOFF_MS << (attempt - 1);
         if !sim.sleep(generation, backoff_ms).await {
-            return;
+            return last;
         }
     }
+    last
 }
