@@ -116,6 +116,7 @@ CREATE TABLE bookings (
     last_position BIGINT NOT NULL,
     PRIMARY KEY (booking_no),
     KEY ix_bookings_status_start (status, start_at),
+    KEY ix_bookings_status_started (status, started_at),
     KEY ix_bookings_fan (fan_user_id, booking_no),
     KEY ix_bookings_artist (artist_id, booking_no)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

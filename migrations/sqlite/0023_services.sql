@@ -113,6 +113,7 @@ CREATE TABLE bookings (
     PRIMARY KEY (booking_no)
 );
 CREATE INDEX ix_bookings_status_start ON bookings (status, start_at);
+CREATE INDEX ix_bookings_status_started ON bookings (status, started_at);
 CREATE INDEX ix_bookings_fan ON bookings (fan_user_id, booking_no);
 CREATE INDEX ix_bookings_artist ON bookings (artist_id, booking_no);
 

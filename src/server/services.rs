@@ -51,7 +51,8 @@ pub fn ctx(db: &Database, slot: &EngineSlot, services: &Services, country_code: 
 /// The single-item kinds and the scan kinds, with their handlers.
 pub fn job_kinds(ctx: &Ctx) -> Vec<(&'static JobKind, Arc<dyn JobHandler>)> {
     let mut kinds: Vec<(&'static JobKind, Arc<dyn JobHandler>)> = Vec::new();
-    let single: Arc<dyn JobHandler> = Arc::new(jobs::ServiceJobs::new(ctx.clone()));
+    let single: Arc<dyn JobHandler> =
+        Arc::new(crate::services::rounds::ServiceJobs::new(ctx.clone()));
     for kind in jobs::kinds() {
         kinds.push((kind, single.clone()));
     }

@@ -42,6 +42,16 @@ fn user(field: &'static str, v: i64) -> Result<UserId, Problem> {
     UserId::parse(v).map_err(|e| Problem::invalid("INVALID_FIELD", field, e.rule))
 }
 
+/// The answer to a write whose row the projection has not caught up with within the
+/// read's wait: the write committed, so it is answered with what is known (and the
+/// client reads the row later with `min_position`), never with a 503.
+fn written(read: Result<Row, Problem>, known: impl FnOnce() -> Row) -> Result<Row, Problem> {
+    match read {
+        Err(p) if p.code == "PROJECTION_BEHIND" => Ok(known()),
+        other => other,
+    }
+}
+
 /// The log's head: what a read after a flow of several units waits for.
 async fn head(state: &AppState) -> Result<i64, Problem> {
     state.store.head_position().await.map_err(Problem::from)
@@ -124,7 +134,10 @@ pub async fn create_order(
     let done = units::orders::create(&state.store, &meta, cmd, None)
         .await
         .map_err(unit_error)?;
-    let row = reads::order(&state, &order_no, Some(done.position)).await?;
+    let row = written(
+        reads::order(&state, &order_no, Some(done.position)).await,
+        || serde_json::json!({"order_no": order_no, "status": 0, "status_name": "CREATED"}),
+    )?;
     Ok((StatusCode::CREATED, Json(row)).into_response())
 }
 
@@ -205,7 +218,12 @@ pub async fn book(
         .await
         .map_err(unit_error)?;
     let created = !done.events.is_empty();
-    let mut position = done.position;
+    // A replay wrote nothing: read at least what the log holds now.
+    let mut position = if created {
+        done.position
+    } else {
+        head(&state).await?
+    };
     if created {
         // Delivery of the candy order activates the booking (its compensation is
         // queued if it fails) and queues the no-show check.
@@ -214,7 +232,10 @@ pub async fn book(
             .map_err(|e| Problem::internal(e.message))?;
         position = position.max(head(&state).await?);
     }
-    let row = reads::booking(&state, &booking_no, Some(position)).await?;
+    let row = written(
+        reads::booking(&state, &booking_no, Some(position)).await,
+        || serde_json::json!({"booking_no": booking_no, "position": position}),
+    )?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -301,6 +322,11 @@ pub async fn booking_action(
                 .map_err(unit_error)?;
             head(&state).await?
         }
+    };
+    // A step that decided nothing (a lost race, a replay) answers as of the log's head.
+    let position = match position {
+        0 => head(&state).await?,
+        p => p,
     };
     Ok(Json(
         reads::booking(&state, booking_no, Some(position)).await?,

@@ -284,7 +284,7 @@ pub async fn run_refund(
         });
     };
     if refund.status.is_final() {
-        return Ok(json!({ "status": refund.status.as_str() }));
+        return Ok(json!({ "status": refund.status.as_str(), "settled_before": true }));
     }
     if !req.method.is_cash() {
         units::refunds::candy_refund(&ctx.store, &meta, refund_no, now, fence)
@@ -351,7 +351,7 @@ pub async fn sync_members(
     let meta = ctx.metadata("job:im_members");
     let fans = match fan {
         Some(f) => vec![f],
-        None => super::scans::fans_of(&ctx.db, artist)
+        None => fans_of(&ctx.db, artist)
             .await
             .map_err(|e| JobFailure::new(e.to_string()))?,
     };
@@ -386,4 +386,32 @@ pub async fn queue_message(
         .await
         .map_err(failure)?;
     Ok(json!({ "queued": !out.value.is_empty() }))
+}
+
+/// Every fan an artist has a subscription or a membership row with.
+pub async fn fans_of(
+    db: &crate::infra::db::Db,
+    artist: UserId,
+) -> Result<Vec<UserId>, sqlx::Error> {
+    use crate::infra::db::Get;
+    use factledger_projections::table::{Cell, ColType, Column};
+    let a = Cell::Int(i64::try_from(artist.get()).unwrap_or(i64::MAX));
+    let rows: Vec<factledger_projections::table::MemRow> = db
+        .fetch(
+            "SELECT fan_user_id FROM subscriptions WHERE artist_id = ? \
+             UNION SELECT fan_user_id FROM im_group_members WHERE artist_id = ?",
+            &[a.clone(), a],
+            &[Column {
+                name: "fan_user_id",
+                ty: ColType::Int,
+            }],
+        )
+        .await?;
+    let mut out = std::collections::BTreeSet::new();
+    for r in rows {
+        if let Ok(f) = UserId::parse(r.int("fan_user_id")?) {
+            out.insert(f);
+        }
+    }
+    Ok(out.into_iter().collect())
 }

@@ -9,6 +9,7 @@ pub mod flow;
 pub mod gateway;
 pub mod gateway_http;
 pub mod jobs;
+pub mod rounds;
 pub mod scans;
 pub mod units;
 

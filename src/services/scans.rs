@@ -35,7 +35,7 @@ use factledger_aggregates::services::{parse_pair_id, UserId};
 use factledger_projections::services::{
     ts, BOOKINGS, REFUNDS, SERVICE_ORDERS, SUBSCRIPTIONS, SUBSCRIPTION_GRANTS,
 };
-use factledger_projections::table::{Cell, ColType, Column, MemRow};
+use factledger_projections::table::{Cell, ColType, Column};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -192,26 +192,6 @@ async fn ids(
     rows.iter().map(|r| r.text(column)).collect()
 }
 
-/// Every fan an artist has a subscription or a membership row with.
-pub async fn fans_of(db: &Db, artist: UserId) -> Result<Vec<UserId>, sqlx::Error> {
-    let a = Cell::Int(i64::try_from(artist.get()).unwrap_or(i64::MAX));
-    let rows: Vec<MemRow> = db
-        .fetch(
-            "SELECT fan_user_id FROM subscriptions WHERE artist_id = ? \
-             UNION SELECT fan_user_id FROM im_group_members WHERE artist_id = ?",
-            &[a.clone(), a],
-            &[col("fan_user_id", ColType::Int)],
-        )
-        .await?;
-    let mut out = BTreeSet::new();
-    for r in rows {
-        if let Ok(f) = UserId::parse(r.int("fan_user_id")?) {
-            out.insert(f);
-        }
-    }
-    Ok(out.into_iter().collect())
-}
-
 /// A failure while scanning (the read, or a bad `--business-id`).
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
@@ -300,7 +280,7 @@ pub async fn run(ctx: &Ctx, scan: Scan, opts: &ScanOptions) -> Result<ScanReport
         Scan::CallFinish => {
             let rows = match only {
                 Some(id) => ctx.db.fetch(&format!("SELECT booking_no, started_at, minutes FROM {} WHERE booking_no = ? AND status = 3", BOOKINGS.name), &[Cell::text(id)], CALL_COLUMNS).await?,
-                None => ctx.db.fetch(&format!("SELECT booking_no, started_at, minutes FROM {} WHERE status = 3 AND start_at <= ? ORDER BY start_at LIMIT ?", BOOKINGS.name), &[Cell::text(ts(now)), Cell::Int(SCAN_LIMIT_MAX)], CALL_COLUMNS).await?,
+                None => ctx.db.fetch(&format!("SELECT booking_no, started_at, minutes FROM {} WHERE status = 3 AND started_at <= ? ORDER BY started_at LIMIT ?", BOOKINGS.name), &[Cell::text(ts(now)), Cell::Int(SCAN_LIMIT_MAX)], CALL_COLUMNS).await?,
             };
             for r in rows {
                 let booking_no = r.text("booking_no")?;
@@ -376,7 +356,9 @@ pub async fn run(ctx: &Ctx, scan: Scan, opts: &ScanOptions) -> Result<ScanReport
             for r in refunds {
                 report.candidates += 1;
                 match flow::run_refund(ctx, &r, now, None).await {
-                    Ok(v) if v["status"] != "REFUNDING" => report.acted += 1,
+                    Ok(v) if v["status"] != "REFUNDING" && v["settled_before"] != true => {
+                        report.acted += 1
+                    }
                     Ok(_) => {}
                     Err(e) => fail(&mut report, &[("refund_no", &r)], &e.message),
                 }

@@ -113,7 +113,7 @@ impl ServicesEnv {
             }))
             .await;
         assert_eq!(status, 201, "{body}");
-        body
+        self.order(order_no).await
     }
 
     /// The gateway pays `order_no` (it POSTs its signed callback before answering).
@@ -141,24 +141,47 @@ impl ServicesEnv {
         self.wait_order(&order_no, |o| o["status"] == 3).await;
     }
 
+    /// A read; a projection still behind the write it waits for (503, on a loaded
+    /// machine) is asked again, for at most 30 s.
     async fn read(&self, path: &str) -> (u16, Value) {
-        self.app.get(path).await
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let (status, body) = self.app.get(path).await;
+            if status != 503 || Instant::now() > deadline {
+                return (status, body);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The log's head now: reads wait for it (read-your-writes).
+    pub async fn head(&self) -> i64 {
+        self.app.state.store.head_position().await.expect("head")
     }
 
     pub async fn order(&self, order_no: &str) -> Value {
-        let (status, body) = self.read(&format!("/v1/service-orders/{order_no}")).await;
+        let at = self.head().await;
+        let (status, body) = self
+            .read(&format!("/v1/service-orders/{order_no}?min_position={at}"))
+            .await;
         assert_eq!(status, 200, "{body}");
         body
     }
 
     pub async fn booking(&self, booking_no: &str) -> Value {
-        let (status, body) = self.read(&format!("/v1/bookings/{booking_no}")).await;
+        let at = self.head().await;
+        let (status, body) = self
+            .read(&format!("/v1/bookings/{booking_no}?min_position={at}"))
+            .await;
         assert_eq!(status, 200, "{body}");
         body
     }
 
     pub async fn refund(&self, refund_no: &str) -> Value {
-        let (status, body) = self.read(&format!("/v1/refunds/{refund_no}")).await;
+        let at = self.head().await;
+        let (status, body) = self
+            .read(&format!("/v1/refunds/{refund_no}?min_position={at}"))
+            .await;
         assert_eq!(status, 200, "{body}");
         body
     }
@@ -194,7 +217,7 @@ impl ServicesEnv {
             )
             .await;
         assert_eq!(status, 201, "{body}");
-        body
+        self.booking(booking_no).await
     }
 
     /// `POST /v1/bookings/{no}:{action}`.

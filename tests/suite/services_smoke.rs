@@ -11,7 +11,8 @@ both_backends!(
     a_recharge_paid_by_callback_credits_candy_once_and_a_finished_call_pays_the_artist,
     |db: TestDb| async move {
         let env = ServicesEnv::start(&db).await;
-        let order = env.recharge_order("R-1", 11, 10_000).await;
+        env.recharge_order("R-1", 11, 10_000).await;
+        let order = env.order("R-1").await;
         assert_eq!(order["status"], 0, "{order}");
         assert_eq!(order["recharge"]["status"], "PENDING", "{order}");
         let paid = env.pay("R-1", 10_000, "CNY").await;
@@ -25,7 +26,8 @@ both_backends!(
         assert_eq!(env.candy(11).await, (10_000, 0));
         env.conserved().await;
 
-        let booked = env.book("BK-1", 11, 22, Duration::minutes(5)).await;
+        env.book("BK-1", 11, 22, Duration::minutes(5)).await;
+        let booked = env.booking("BK-1").await;
         assert_eq!(booked["status"], 1, "activated on delivery: {booked}");
         assert_eq!(booked["hold"]["state"], "OPEN", "{booked}");
         assert_eq!(env.candy(11).await, (10_000 - PRICE, PRICE));

@@ -264,7 +264,7 @@ pub async fn replay(
         .into_iter()
         .find(|m| m.id == dead.outbox_id)
         .ok_or(ReplayError::OutboxRowMissing(dead.outbox_id))?;
-    let outcome = super::relay::deliver(sink, &message, timeout_ms).await;
+    let outcome = super::deliver(sink, &message, timeout_ms).await;
     let now = Cell::Int(crate::infra::db::now_ms());
     let (who, row) = (Cell::Text(actor.to_owned()), Cell::Int(id));
     match outcome {

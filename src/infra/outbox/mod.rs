@@ -255,3 +255,16 @@ impl ConfigError {
 pub fn truncate_error(e: &str) -> String {
     e.chars().take(LAST_ERROR_CHARS_MAX).collect()
 }
+
+/// One delivery within `timeout_ms` (a sink that does not answer in time failed).
+pub(crate) async fn deliver(
+    sink: &dyn Sink,
+    message: &OutboxMessage,
+    timeout_ms: u64,
+) -> Result<(), SinkError> {
+    let timeout = std::time::Duration::from_millis(timeout_ms);
+    match tokio::time::timeout(timeout, sink.deliver(message)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(SinkError::Timeout(timeout_ms)),
+    }
+}

@@ -15,7 +15,7 @@
 //!   ([`super::dead_letter::bury`]), and later messages flow again.
 
 use super::checkpoint;
-use super::{OutboxMessage, Sink, SinkError, BATCH_ROWS_MAX, RETRY_SCHEDULE_DEFAULT};
+use super::{deliver, OutboxMessage, Sink, SinkError, BATCH_ROWS_MAX, RETRY_SCHEDULE_DEFAULT};
 use crate::infra::db::Db;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -214,19 +214,6 @@ impl RelayError {
     /// The text of [`RelayError::Sink`] (what `last_error` records).
     fn sink_text(sink: &str, failed_id: i64, error: &SinkError) -> String {
         format!("sink {sink} failed at outbox id {failed_id}: {error}")
-    }
-}
-
-/// One delivery within `timeout_ms` (a sink that does not answer in time failed).
-pub(crate) async fn deliver(
-    sink: &dyn Sink,
-    message: &OutboxMessage,
-    timeout_ms: u64,
-) -> Result<(), SinkError> {
-    let timeout = Duration::from_millis(timeout_ms);
-    match tokio::time::timeout(timeout, sink.deliver(message)).await {
-        Ok(outcome) => outcome,
-        Err(_) => Err(SinkError::Timeout(timeout_ms)),
     }
 }
 

@@ -41,18 +41,23 @@ pub async fn book(
                 created_at: call.at,
                 timeout_at: order_timeout_at,
             };
-            let mut o = unit.load::<ServiceOrder, ServiceRefusal>(&order_no).await?;
-            if o.state.order.is_some() {
-                // Booked before under this order: a replay writes nothing.
+            let existing = unit
+                .load::<factledger_aggregates::booking::Booking, ServiceRefusal>(&booking_no)
+                .await?;
+            if existing.state.call.is_some() {
+                // Booked before under this number: a replay writes nothing.
                 return Ok((Vec::new(), unit));
             }
+            // The booking (and its hold) first: it is the business root, and its
+            // fields are checked before the order that pays it.
+            let events =
+                booking_with_candy(&mut unit, &booking_no, BookingCommand::Book(call)).await?;
+            let mut o = unit.load::<ServiceOrder, ServiceRefusal>(&order_no).await?;
             unit.decide::<ServiceOrder, ServiceRefusal>(
                 &mut o,
                 &order_no,
                 OrderCommand::Create(order),
             )?;
-            let events =
-                booking_with_candy(&mut unit, &booking_no, BookingCommand::Book(call)).await?;
             if let Some(row) = idempotency {
                 unit.idempotency(row);
             }

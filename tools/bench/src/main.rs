@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod bill;
+mod bookings;
 mod ingest;
 mod jobs;
 mod payouts;
@@ -143,6 +144,24 @@ enum Cmd {
         #[arg(long, default_value_t = 600)]
         max_secs: u64,
     },
+    /// Video-call bookings end to end (issue 18): book → join → start → finish, one in
+    /// ten a no-show refunded by the scan; bookings/s and hold settlements/s.
+    Bookings {
+        #[arg(
+            long,
+            default_value = "mysql://root@127.0.0.1:3306/factledger_bench_bookings"
+        )]
+        database_url: String,
+        #[arg(long, default_value_t = 10_000)]
+        bookings: u64,
+        #[arg(long, default_value_t = 1_000)]
+        fans: u64,
+        /// Bookings in flight.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 900)]
+        max_secs: u64,
+    },
     /// Jobs claimed and completed per second (issue 4, item 10).
     Jobs {
         #[arg(long, default_value = "mysql://root@127.0.0.1:3306/factledger_bench")]
@@ -221,6 +240,24 @@ async fn main() -> anyhow::Result<()> {
                 amount_minor: 10_000,
             };
             payouts::bench(&database_url, options).await?
+        }
+        Cmd::Bookings {
+            database_url,
+            bookings,
+            fans,
+            concurrency,
+            max_secs,
+        } => {
+            bookings::bench(
+                &database_url,
+                bookings::Options {
+                    bookings,
+                    fans,
+                    concurrency,
+                    max_secs,
+                },
+            )
+            .await?
         }
         Cmd::Rebuild {
             database_url,

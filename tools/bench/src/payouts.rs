@@ -43,10 +43,10 @@ const SECRET: &str = "bench-secret";
 const TOKEN: &str = "bench-token";
 const PASSWORD: &str = "bench-password";
 
-struct Http {
-    client: reqwest::Client,
-    base: String,
-    key: String,
+pub(crate) struct Http {
+    pub(crate) client: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) key: String,
 }
 
 impl Http {
@@ -70,7 +70,7 @@ impl Http {
         Ok((status, r.json().await.unwrap_or(Value::Null)))
     }
 
-    async fn ok(
+    pub(crate) async fn ok(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -84,7 +84,11 @@ impl Http {
 }
 
 /// Run `f` over `items` with `concurrency` in flight; the time it took.
-async fn drive<T, F, Fut>(items: Vec<T>, concurrency: usize, f: F) -> anyhow::Result<Duration>
+pub(crate) async fn drive<T, F, Fut>(
+    items: Vec<T>,
+    concurrency: usize,
+    f: F,
+) -> anyhow::Result<Duration>
 where
     F: Fn(T) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,

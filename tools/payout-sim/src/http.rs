@@ -1,11 +1,12 @@
 //! The routes: the provider API (`/disbursements`, `/reports/disbursements`) and the
 //! control API (`/control/…`). Shapes are documented in the crate docs. The payment
 //! gateway's routes (`/gateway/…`, `/control/gateway/…`) are in `gateway/http.rs`,
-//! merged here, and share the helpers below.
+//! merged here; both build their answers with the helpers of `respond.rs`.
 
 use crate::model::{CreateRequest, Disbursement, Fault, Status, IDEMPOTENCY_KEY_CHARS_MAX};
-use crate::sim::GARBAGE_BODY;
-use crate::sim::{ControlError, CreateVerdict, Endpoint, Sim};
+use crate::plumbing::GARBAGE_BODY;
+use crate::respond::{authorization, control_error, error, ok, status_json, unauthorized};
+use crate::sim::{CreateVerdict, Endpoint, Sim};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -14,30 +15,11 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::NaiveDate;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 
 /// The header carrying the idempotency key of a create.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "x-idempotency-key";
-
-pub(crate) fn error(status: u16, error_code: &str, message: impl Into<String>) -> Response {
-    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = json!({"error_code": error_code, "message": message.into()});
-    (code, Json(body)).into_response()
-}
-
-pub(crate) fn status_json(status: u16, body: Value) -> Response {
-    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (code, Json(body)).into_response()
-}
-
-pub(crate) fn unauthorized() -> Response {
-    error(
-        401,
-        "INVALID_API_KEY",
-        "Authorization must be Basic base64(<secret key>:)",
-    )
-}
 
 fn not_found() -> Response {
     error(
@@ -45,12 +27,6 @@ fn not_found() -> Response {
         "DIRECT_DISBURSEMENT_NOT_FOUND_ERROR",
         "no disbursement matches",
     )
-}
-
-pub(crate) fn authorization(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
 }
 
 async fn create(State(sim): State<Sim>, headers: HeaderMap, body: Bytes) -> Response {
@@ -202,17 +178,6 @@ struct CompleteBody {
     external_id: String,
     status: Status,
     failure_code: Option<String>,
-}
-
-pub(crate) fn control_error(e: ControlError) -> Response {
-    match e {
-        ControlError::BadRequest(m) => error(400, "BAD_REQUEST", m),
-        ControlError::NotFound(m) => error(404, "NOT_FOUND", m),
-    }
-}
-
-pub(crate) fn ok() -> Response {
-    Json(json!({"ok": true})).into_response()
 }
 
 async fn faults(State(sim): State<Sim>, Json(b): Json<FaultsBody>) -> Response {

@@ -123,8 +123,11 @@
 #![forbid(unsafe_code)]
 
 pub mod gateway;
+mod gateway_state;
 mod http;
 mod model;
+mod plumbing;
+mod respond;
 mod sim;
 
 pub use http::{router, IDEMPOTENCY_KEY_HEADER};
@@ -132,11 +135,13 @@ pub use model::{
     CreateRequest, Disbursement, Fault, Status, CURRENCIES, DELAY_MS_MAX, FAILURE_CODE_DEFAULT,
     TIMEOUT_DELAY_MS_DEFAULT,
 };
+pub use plumbing::{
+    ControlError, CALLBACK_ATTEMPTS_MAX, CALLBACK_BACKOFF_MS, CALLBACK_TIMEOUT_MS, GARBAGE_BODY,
+};
 pub use sim::{
-    CallbackAttempt, ControlError, CreateVerdict, Endpoint, Payouts, RequestCounts, Settings, Sim,
+    CallbackAttempt, CreateVerdict, Endpoint, Payouts, RequestCounts, Settings, Sim,
     CALLBACK_LOG_MAX, FAULTS_PER_EXTERNAL_ID_MAX,
 };
-pub use sim::{CALLBACK_ATTEMPTS_MAX, CALLBACK_BACKOFF_MS, CALLBACK_TIMEOUT_MS, GARBAGE_BODY};
 
 use std::net::SocketAddr;
 use std::time::Duration;

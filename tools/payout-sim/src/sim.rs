@@ -2,24 +2,23 @@
 //! faults, request counts and the callback log. Every method takes the lock briefly
 //! and never across an await, so ten thousand creates stay cheap.
 //!
-//! The plumbing the payment gateway ([`crate::gateway`]) shares lives here too: the
-//! API key check ([`Sim::authorized`]), the reset/stop generation that ends background
-//! work, scripted sleeps, and the callback POST with its retries and its proof of
-//! origin ([`post_callback`] with a [`Signing`]). The gateway's own state sits beside
-//! the payouts' behind its own mutex (locked after this one, never before).
+//! The [`Sim`] runs on the plumbing it shares with the payment gateway
+//! (`plumbing.rs`: the API key check, the reset/stop generation that ends background
+//! work, scripted sleeps, the callback POST), and holds the gateway's state
+//! (`gateway_state.rs`) beside the payouts' behind its own mutex (locked after this
+//! one, never before), so that a reset forgets both. What the gateway does with its
+//! state is in `gateway/`, which builds on this module, never the other way.
 
-use crate::gateway::Shared as GatewayShared;
+use crate::gateway_state::{GatewaySettings, Shared as GatewayShared};
 use crate::model::{CreateRequest, Disbursement, Fault, Status, WebhookFault};
+use crate::plumbing::{ControlError, Plumbing, Signing, GARBAGE_BODY};
 use crate::{SimConfig, CALLBACK_TOKEN_HEADER};
-use base64::Engine as _;
 use chrono::{NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
-use tokio::sync::watch;
 
 /// Callback attempts remembered for `GET /control/callbacks` (older ones dropped).
 pub const CALLBACK_LOG_MAX: usize = 100_000;
@@ -88,15 +87,6 @@ pub enum CreateVerdict {
     },
 }
 
-/// Why a control call was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ControlError {
-    #[error("{0}")]
-    BadRequest(String),
-    #[error("{0}")]
-    NotFound(String),
-}
-
 #[derive(Debug)]
 struct Record {
     d: Disbursement,
@@ -138,14 +128,11 @@ struct Inner {
     state: Mutex<SimState>,
     /// The settings a reset returns to.
     initial: Settings,
-    /// `Basic base64("<secret>:")`, compared with the `Authorization` header.
-    authorization: String,
-    http: reqwest::Client,
-    /// Bumped by reset and stop: background work of an older generation ends.
-    generation: watch::Sender<u64>,
+    /// The API key, the callbacks' HTTP client, and the reset/stop generation.
+    plumbing: Plumbing,
     next_id: AtomicU64,
     next_event: AtomicU64,
-    /// The payment gateway's state (see [`crate::gateway`]).
+    /// The payment gateway's state (served by `gateway/`).
     gateway: GatewayShared,
 }
 
@@ -171,18 +158,17 @@ impl Sim {
             callback_url: config.callback_url.clone(),
             callback_token: config.callback_token.clone(),
         };
-        let encoded =
-            base64::engine::general_purpose::STANDARD.encode(format!("{}:", config.secret));
         Sim {
             inner: Arc::new(Inner {
                 state: Mutex::new(SimState::new(initial.clone())),
                 initial,
-                authorization: format!("Basic {encoded}"),
-                http: reqwest::Client::new(),
-                generation: watch::Sender::new(0),
+                plumbing: Plumbing::new(&config.secret),
                 next_id: AtomicU64::new(0),
                 next_event: AtomicU64::new(0),
-                gateway: GatewayShared::new(config),
+                gateway: GatewayShared::new(GatewaySettings {
+                    callback_url: config.gateway_callback_url.clone(),
+                    callback_secret: config.gateway_callback_secret.clone(),
+                }),
             }),
         }
     }
@@ -192,27 +178,23 @@ impl Sim {
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn http(&self) -> &reqwest::Client {
-        &self.inner.http
+    pub(crate) fn plumbing(&self) -> &Plumbing {
+        &self.inner.plumbing
     }
 
     pub(crate) fn generation(&self) -> u64 {
-        *self.inner.generation.borrow()
+        self.inner.plumbing.generation()
     }
 
+    /// The gateway's state, for `gateway/` (whose `Sim::gateway` serves it).
     pub(crate) fn gateway_shared(&self) -> &GatewayShared {
         &self.inner.gateway
-    }
-
-    /// The payment gateway simulated beside the payouts (same server, same API key).
-    pub fn gateway(&self) -> crate::gateway::GatewaySim {
-        crate::gateway::GatewaySim::new(self.clone())
     }
 
     /// Whether `authorization` (the `Authorization` header) carries the configured
     /// secret: `Basic base64("<secret>:")`.
     pub fn authorized(&self, authorization: Option<&str>) -> bool {
-        authorization == Some(self.inner.authorization.as_str())
+        self.inner.plumbing.authorized(authorization)
     }
 
     /// Counts a call to `endpoint`; `false` (and counted as unauthorized) unless the
@@ -425,22 +407,18 @@ impl Sim {
         self.inner.gateway.reset_locked(&mut g);
         // Under the locks, so background work checking the generation under a lock
         // never acts on the new state.
-        self.inner.generation.send_modify(|g| *g += 1);
+        self.inner.plumbing.next_generation();
     }
 
     /// Ends background work (settlements waiting, deliveries retrying).
     pub fn stop(&self) {
         let _s = self.lock();
-        self.inner.generation.send_modify(|g| *g += 1);
+        self.inner.plumbing.next_generation();
     }
 
     /// Sleeps `ms`; `false` when a reset or stop came first.
     pub(crate) async fn sleep(&self, generation: u64, ms: u64) -> bool {
-        let mut rx = self.inner.generation.subscribe();
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(ms)) => true,
-            _ = rx.wait_for(|g| *g != generation) => false,
-        }
+        self.inner.plumbing.sleep(generation, ms).await
     }
 
     fn event_id(&self) -> String {
@@ -595,16 +573,8 @@ impl Sim {
 
 // ---------------------------------------------------------------------------------
 // Callback delivery: each planned callback in order, each retried a few times on a
-// non-2xx answer or a connection error, with a short doubling backoff.
-
-/// Attempts per callback (the first and the retries).
-pub const CALLBACK_ATTEMPTS_MAX: u32 = 4;
-/// Wait before the first retry; doubled before each further one (50, 100, 200 ms).
-pub const CALLBACK_BACKOFF_MS: u64 = 50;
-/// One attempt's time limit.
-pub const CALLBACK_TIMEOUT_MS: u64 = 5_000;
-/// The body of a `garbage_webhook` callback.
-pub const GARBAGE_BODY: &str = "<html>502 Bad Gateway (upstream says hello)</html>";
+// non-2xx answer or a connection error, with a short doubling backoff (the plumbing's
+// callback POST).
 
 /// One callback to deliver.
 #[derive(Debug, Clone)]
@@ -644,108 +614,18 @@ async fn deliver_one(sim: &Sim, generation: u64, plan: &Plan, item: &Callback) {
         header: CALLBACK_TOKEN_HEADER,
         token: plan.token.clone(),
     };
-    post_callback(sim, generation, &plan.url, &signing, &body, |d| {
-        sim.log_callback(CallbackAttempt {
-            event_id: event_id.clone(),
-            disbursement_id: plan.disbursement_id.clone(),
-            external_id: plan.external_id.clone(),
-            status,
-            attempt: d.attempt,
-            http_status: d.http_status,
-            error: d.error.clone(),
-            delivered: d.delivered,
+    sim.plumbing()
+        .post_callback(generation, &plan.url, &signing, &body, |d| {
+            sim.log_callback(CallbackAttempt {
+                event_id: event_id.clone(),
+                disbursement_id: plan.disbursement_id.clone(),
+                external_id: plan.external_id.clone(),
+                status,
+                attempt: d.attempt,
+                http_status: d.http_status,
+                error: d.error.clone(),
+                delivered: d.delivered,
+            })
         })
-    })
-    .await;
-}
-
-/// How a callback proves it comes from the simulated provider.
-#[derive(Debug, Clone)]
-pub(crate) enum Signing {
-    /// The shared token itself in `header` (the payout callbacks' `x-callback-token`).
-    Token { header: &'static str, token: String },
-    /// `HMAC-SHA256(secret, raw body)` as lower-case hex in `header` (the gateway's
-    /// `x-gateway-signature`).
-    Hmac {
-        header: &'static str,
-        secret: String,
-    },
-}
-
-impl Signing {
-    fn header(&self, body: &str) -> (&'static str, String) {
-        match self {
-            Signing::Token { header, token } => (header, token.clone()),
-            Signing::Hmac { header, secret } => (
-                header,
-                crate::gateway::signature(secret.as_bytes(), body.as_bytes()),
-            ),
-        }
-    }
-}
-
-/// One attempt at delivering a callback, as [`post_callback`] reports it.
-#[derive(Debug, Clone)]
-pub(crate) struct Delivery {
-    /// 1-based.
-    pub attempt: u32,
-    pub http_status: Option<u16>,
-    pub error: Option<String>,
-    pub delivered: bool,
-}
-
-/// POSTs `body` (JSON, or not: a garbage callback) to `url`, signed per `signing`;
-/// retries a non-2xx answer or a connection error up to [`CALLBACK_ATTEMPTS_MAX`]
-/// attempts in all, [`CALLBACK_BACKOFF_MS`] doubling between them. `log` sees every
-/// attempt. The last attempt, or `None` when a reset or stop came before the first.
-pub(crate) async fn post_callback(
-    sim: &Sim,
-    generation: u64,
-    url: &str,
-    signing: &Signing,
-    body: &str,
-    mut log: impl FnMut(&Delivery),
-) -> Option<Delivery> {
-    let (header, value) = signing.header(body);
-    let mut last = None;
-    for attempt in 1..=CALLBACK_ATTEMPTS_MAX {
-        if sim.generation() != generation {
-            return last;
-        }
-        let sent = sim
-            .http()
-            .post(url)
-            .header(header, &value)
-            .header("content-type", "application/json")
-            .timeout(Duration::from_millis(CALLBACK_TIMEOUT_MS))
-            .body(body.to_owned())
-            .send()
-            .await;
-        let (http_status, error) = match sent {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                // Read the answer so the connection can be reused.
-                let _ = response.bytes().await;
-                (Some(status), None)
-            }
-            Err(e) => (None, Some(e.to_string())),
-        };
-        let delivered = http_status.is_some_and(|s| (200..300).contains(&s));
-        let d = Delivery {
-            attempt,
-            http_status,
-            error,
-            delivered,
-        };
-        log(&d);
-        last = Some(d);
-        if delivered || attempt == CALLBACK_ATTEMPTS_MAX {
-            return last;
-        }
-        let backoff_ms = CALLBACK_BACKOFF_MS << (attempt - 1);
-        if !sim.sleep(generation, backoff_ms).await {
-            return last;
-        }
-    }
-    last
+        .await;
 }

@@ -6,8 +6,9 @@ use super::{
     GatewayEndpoint, GatewayFault, PaymentRequest, QueryVerdict, RefundRequest, RefundStatus,
     RefundVerdict, Target,
 };
-use crate::http::{authorization, control_error, error, ok, status_json, unauthorized};
-use crate::sim::{Sim, GARBAGE_BODY};
+use crate::plumbing::GARBAGE_BODY;
+use crate::respond::{authorization, control_error, error, ok, status_json, unauthorized};
+use crate::sim::Sim;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};

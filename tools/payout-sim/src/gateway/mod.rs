@@ -2,12 +2,13 @@
 //! the same server as the payouts: payers pay orders (a test stands in for them),
 //! the gateway POSTs signed pay callbacks, takes idempotent refunds and answers refund
 //! queries, and a control API scripts faults per refund number or order number. It
-//! shares the payout simulator's plumbing: the API key, the loopback server, the
-//! reset/stop generation, scripted sleeps, and the callback POST with its retries
-//! ([`CALLBACK_ATTEMPTS_MAX`](crate::CALLBACK_ATTEMPTS_MAX) attempts,
-//! [`CALLBACK_BACKOFF_MS`](crate::CALLBACK_BACKOFF_MS) doubling). Nothing sleeps
-//! unless scripted, and refunds move on when queried, not with time, so tests are
-//! deterministic.
+//! shares the payout simulator's plumbing (`plumbing.rs`): the API key, the loopback
+//! server, the reset/stop generation, scripted sleeps, and the callback POST with its
+//! retries ([`CALLBACK_ATTEMPTS_MAX`](crate::CALLBACK_ATTEMPTS_MAX) attempts,
+//! [`CALLBACK_BACKOFF_MS`](crate::CALLBACK_BACKOFF_MS) doubling). Its state
+//! (`gateway_state.rs`) is held by the [`Sim`], which forgets it at a reset; this
+//! module is what acts on it. Nothing sleeps unless scripted, and refunds move on when
+//! queried, not with time, so tests are deterministic.
 //!
 //! # The gateway API
 //!
@@ -127,19 +128,19 @@ pub use model::{
     TIMES_MAX,
 };
 
-pub use pay::{CallbackReport, CallbackState, GatewayCallbackAttempt, PaymentOutcome};
+pub use crate::gateway_state::{GatewayCallbackAttempt, GatewayCounts, GatewaySettings};
+pub use crate::plumbing::signature;
+pub use pay::{CallbackReport, CallbackState, PaymentOutcome};
 
-use crate::sim::ControlError;
-use crate::{Sim, SimConfig};
+use crate::gateway_state::{Shared, State};
+use crate::plumbing::ControlError;
+use crate::Sim;
 use chrono::Utc;
-use hmac::{Hmac, Mac};
-use pay::Plan;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use sha2::Sha256;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
 /// The header every pay callback carries its signature in.
 pub const SIGNATURE_HEADER: &str = "x-gateway-signature";
@@ -149,37 +150,6 @@ pub const CALLBACK_SECRET_DEFAULT: &str = "payout-sim-gateway-callback-secret";
 pub const WRONG_SECRET: &str = "not-the-gateway-callback-secret";
 /// Faults queued per refund or order number at most (a runaway script stops here).
 pub const FAULTS_PER_KEY_MAX: usize = 1_000;
-
-/// Lower-case hex `HMAC-SHA256(secret, body)`: the pay callback's signature.
-pub fn signature(secret: &[u8], body: &[u8]) -> String {
-    // HMAC takes a key of any length; the error arm cannot happen.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return String::new();
-    };
-    mac.update(body);
-    hex::encode(mac.finalize().into_bytes())
-}
-
-/// Where pay callbacks go and what signs them (`POST /control/gateway/settings`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GatewaySettings {
-    /// `None`: no callbacks.
-    pub callback_url: Option<String>,
-    pub callback_secret: String,
-}
-
-/// Calls the gateway API served.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GatewayCounts {
-    /// `POST /gateway/payments`.
-    pub payment: u64,
-    /// `POST /gateway/refunds`, answered or not.
-    pub refund: u64,
-    /// `GET /gateway/refunds/{refund_no}`.
-    pub query: u64,
-    /// Calls refused 401 (counted in their endpoint too).
-    pub unauthorized: u64,
-}
 
 /// Which gateway endpoint a call was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,82 +199,6 @@ pub enum QueryVerdict {
     Garbage,
 }
 
-/// The gateway's state (behind [`Shared`]'s mutex).
-#[derive(Debug)]
-pub(crate) struct State {
-    settings: GatewaySettings,
-    payments: Vec<Payment>,
-    by_transaction: HashMap<String, usize>,
-    refunds: Vec<Refund>,
-    by_refund_no: HashMap<String, usize>,
-    create_requests: BTreeMap<String, u64>,
-    create_faults: HashMap<String, VecDeque<GatewayFault>>,
-    query_faults: HashMap<String, VecDeque<GatewayFault>>,
-    /// Courses scripted for refunds not made yet.
-    courses: HashMap<String, Course>,
-    callback_faults: HashMap<String, VecDeque<GatewayFault>>,
-    /// Held callbacks per order number.
-    held: HashMap<String, Vec<Plan>>,
-    counts: GatewayCounts,
-    callbacks: VecDeque<GatewayCallbackAttempt>,
-}
-
-impl State {
-    fn new(settings: GatewaySettings) -> State {
-        State {
-            settings,
-            payments: Vec::new(),
-            by_transaction: HashMap::new(),
-            refunds: Vec::new(),
-            by_refund_no: HashMap::new(),
-            create_requests: BTreeMap::new(),
-            create_faults: HashMap::new(),
-            query_faults: HashMap::new(),
-            courses: HashMap::new(),
-            callback_faults: HashMap::new(),
-            held: HashMap::new(),
-            counts: GatewayCounts::default(),
-            callbacks: VecDeque::new(),
-        }
-    }
-}
-
-/// The gateway's part of the simulator (held by [`Sim`]).
-#[derive(Debug)]
-pub(crate) struct Shared {
-    state: Mutex<State>,
-    initial: GatewaySettings,
-    next_transaction: AtomicU64,
-    next_refund: AtomicU64,
-    next_event: AtomicU64,
-}
-
-impl Shared {
-    pub(crate) fn new(config: &SimConfig) -> Shared {
-        let initial = GatewaySettings {
-            callback_url: config.gateway_callback_url.clone(),
-            callback_secret: config.gateway_callback_secret.clone(),
-        };
-        Shared {
-            state: Mutex::new(State::new(initial.clone())),
-            initial,
-            next_transaction: AtomicU64::new(0),
-            next_refund: AtomicU64::new(0),
-            next_event: AtomicU64::new(0),
-        }
-    }
-
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves plain data behind: keep serving.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Forgets everything but the ids handed out (they stay unique).
-    pub(crate) fn reset_locked(&self, s: &mut State) {
-        *s = State::new(self.initial.clone());
-    }
-}
-
 fn next(counter: &AtomicU64, prefix: &str) -> String {
     format!("{prefix}-{}", counter.fetch_add(1, Ordering::Relaxed) + 1)
 }
@@ -345,6 +239,13 @@ fn mismatch(request: &RefundRequest, payment: &Payment) -> Option<String> {
     None
 }
 
+impl Sim {
+    /// The payment gateway simulated beside the payouts (same server, same API key).
+    pub fn gateway(&self) -> GatewaySim {
+        GatewaySim { sim: self.clone() }
+    }
+}
+
 /// The simulated gateway: a view of the [`Sim`] it lives in; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct GatewaySim {
@@ -352,10 +253,6 @@ pub struct GatewaySim {
 }
 
 impl GatewaySim {
-    pub(crate) fn new(sim: Sim) -> GatewaySim {
-        GatewaySim { sim }
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         self.sim.gateway_shared().lock()
     }

@@ -5,29 +5,11 @@
 use super::{
     next, now_ms, GatewayFault, GatewaySim, Payment, PaymentRequest, SIGNATURE_HEADER, WRONG_SECRET,
 };
-use crate::sim::{post_callback, ControlError, Delivery, Signing};
+use crate::gateway_state::{GatewayCallbackAttempt, Plan};
+use crate::plumbing::{ControlError, Delivery, Signing};
 use crate::CALLBACK_LOG_MAX;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
-
-/// One attempt at delivering a pay callback.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GatewayCallbackAttempt {
-    pub event_id: String,
-    pub order_no: String,
-    pub transaction_no: String,
-    /// 1, or 2 for a duplicate's second delivery.
-    pub copy: u32,
-    /// 1-based attempt number of this copy.
-    pub attempt: u32,
-    pub http_status: Option<u16>,
-    pub error: Option<String>,
-    pub delivered: bool,
-    /// Signed with the callback secret (false for `bad_signature_callback`).
-    pub signed: bool,
-    /// When the attempt ended (epoch ms).
-    pub at_ms: i64,
-}
 
 /// What became of a payment's callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,19 +41,6 @@ pub struct CallbackReport {
 pub struct PaymentOutcome {
     pub payment: Payment,
     pub callback: CallbackReport,
-}
-
-/// One pay callback to deliver.
-#[derive(Debug, Clone)]
-pub(super) struct Plan {
-    url: String,
-    signing: Signing,
-    signed: bool,
-    body: String,
-    copies: u32,
-    event_id: String,
-    order_no: String,
-    transaction_no: String,
 }
 
 impl GatewaySim {
@@ -161,15 +130,13 @@ impl GatewaySim {
         let mut state = CallbackState::Delivered;
         let mut http_status = None;
         for copy in 1..=plan.copies {
-            let last = post_callback(
-                &self.sim,
-                generation,
-                &plan.url,
-                &plan.signing,
-                &plan.body,
-                |d| self.log(generation, plan, copy, d),
-            )
-            .await;
+            let last = self
+                .sim
+                .plumbing()
+                .post_callback(generation, &plan.url, &plan.signing, &plan.body, |d| {
+                    self.log(generation, plan, copy, d)
+                })
+                .await;
             http_status = last.as_ref().and_then(|d| d.http_status);
             if !last.is_some_and(|d| d.delivered) {
                 state = CallbackState::Undelivered;
