@@ -218,24 +218,15 @@ pub async fn book(
         .await
         .map_err(unit_error)?;
     let created = !done.events.is_empty();
-    // A replay wrote nothing: read at least what the log holds now.
-    let mut position = if created {
-        done.position
-    } else {
-        head(&state).await?
-    };
     if created {
         // Delivery of the candy order activates the booking (its compensation is
         // queued if it fails) and queues the no-show check.
         flow::deliver(&ctx, &call.order_no, now, None, true)
             .await
             .map_err(|e| Problem::internal(e.message))?;
-        position = position.max(head(&state).await?);
     }
-    let row = written(
-        reads::booking(&state, &booking_no, Some(position)).await,
-        || serde_json::json!({"booking_no": booking_no, "position": position}),
-    )?;
+    // The booking from its stream: current, with no wait for the projection.
+    let row = reads::booking_now(&state, &booking_no).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -323,12 +314,7 @@ pub async fn booking_action(
             head(&state).await?
         }
     };
-    // A step that decided nothing (a lost race, a replay) answers as of the log's head.
-    let position = match position {
-        0 => head(&state).await?,
-        p => p,
-    };
-    Ok(Json(
-        reads::booking(&state, booking_no, Some(position)).await?,
-    ))
+    // The booking from its stream: current, whether or not this step decided anything.
+    let _ = position;
+    Ok(Json(reads::booking_now(&state, booking_no).await?))
 }

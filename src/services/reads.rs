@@ -288,3 +288,58 @@ pub async fn list_subscriptions(
         .collect();
     Ok(Json(json!({ "subscriptions": list, "position": position })))
 }
+
+fn instant(at: Option<chrono::DateTime<chrono::Utc>>) -> Value {
+    at.map_or(Value::Null, |t| {
+        json!(factledger_projections::services::ts(t))
+    })
+}
+
+/// A booking from its own stream (always current): what a command answers with, so
+/// no write waits for the projection. The fields are the `bookings` row's.
+pub async fn booking_now(state: &AppState, booking_no: &str) -> Result<Row, Problem> {
+    use factledger_aggregates::booking::{Booking, BookingStatus};
+    let loaded = crate::runtime::bus::load::<Booking>(&state.store, booking_no)
+        .await
+        .map_err(internal)?;
+    let b = loaded.state;
+    let Some(call) = &b.call else {
+        return Err(not_found(
+            "BOOKING_NOT_FOUND",
+            format!("no booking {booking_no}"),
+        ));
+    };
+    let refund_no = match &b.hold {
+        factledger_aggregates::booking::HoldState::RefundDue { refund_no } => {
+            Some(refund_no.clone())
+        }
+        _ => None,
+    };
+    let duration = b
+        .ended_at
+        .zip(b.started_at.or(b.ended_at))
+        .map(|(end, start)| (end - start).num_seconds().max(0));
+    Ok(json!({
+        "booking_no": booking_no,
+        "order_no": call.order_no,
+        "fan_user_id": call.fan_user_id.get(),
+        "artist_id": call.artist_id.get(),
+        "status": b.status.code(),
+        "status_name": b.status.as_str(),
+        "start_at": factledger_projections::services::ts(call.start_at),
+        "minutes": call.minutes,
+        "price_candy": call.price_candy,
+        "fan_joined_at": instant(b.fan_joined_at),
+        "artist_joined_at": instant(b.artist_joined_at),
+        "started_at": instant(b.started_at),
+        "ended_at": instant(b.ended_at),
+        "duration_s": duration,
+        "abnormal": i64::from(b.status == BookingStatus::Completed && b.hold == factledger_aggregates::booking::HoldState::Forfeited),
+        "moderation_reason": b.moderation,
+        "no_show_checked_at": instant(b.no_show_checked_at),
+        "hold_state": b.hold.as_str(),
+        "refund_no": refund_no,
+        "hold": { "state": b.hold.as_str(), "candy": call.price_candy, "refund_no": refund_no },
+        "version": loaded.version,
+    }))
+}

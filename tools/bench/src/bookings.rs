@@ -135,7 +135,7 @@ pub async fn bench(url: &str, o: Options) -> anyhow::Result<()> {
 
     // Bookings: nine in ten are called and finished, one in ten is a no-show.
     let deadline = Instant::now() + Duration::from_secs(o.max_secs);
-    let start_at = (Utc::now() + Span::minutes(1)).to_rfc3339();
+    let start_at = (Utc::now() + Span::minutes(60)).to_rfc3339();
     let items: Vec<u64> = (0..o.bookings).collect();
     let began = Instant::now();
     let t_calls = drive(items, o.concurrency, |i| {
@@ -175,7 +175,7 @@ pub async fn bench(url: &str, o: Options) -> anyhow::Result<()> {
     .await?;
     // The no-shows: the scan at start + 12 min decides them and queues their refunds.
     let no_show_at = Instant::now();
-    let later = Utc::now() + Span::minutes(12);
+    let later = Utc::now() + Span::minutes(60 + 12);
     let mut decided = 0;
     loop {
         let r = scans::run(
