@@ -205,6 +205,53 @@ pub async fn show_candy(
     Ok(Json(out))
 }
 
+/// `member_status` of a member whose IM change is dead-lettered (seed 000's 3).
+pub const MEMBER_FAILED: i64 = 3;
+
+/// Members (`artist:fan`) whose IM message sits unreplayed in the outbox dead letters,
+/// with the sink's last error.
+async fn failed_members(
+    state: &AppState,
+    artist: Option<i64>,
+    fan: Option<i64>,
+) -> Result<std::collections::BTreeMap<String, String>, Problem> {
+    let pattern = match (artist, fan) {
+        (Some(a), Some(f)) => format!("{a}:{f}"),
+        (Some(a), None) => format!("{a}:%"),
+        (None, Some(f)) => format!("%:{f}"),
+        (None, None) => return Ok(Default::default()),
+    };
+    let columns = [
+        factledger_projections::table::Column {
+            name: "aggregateid",
+            ty: factledger_projections::table::ColType::Text,
+        },
+        factledger_projections::table::Column {
+            name: "last_error",
+            ty: factledger_projections::table::ColType::Text,
+        },
+    ];
+    let rows = state
+        .db
+        .fetch(
+            "SELECT aggregateid, last_error FROM outbox_dead_letters \
+             WHERE aggregatetype = 'im_member' AND replayed_at_ms IS NULL AND aggregateid LIKE ? \
+             ORDER BY outbox_id LIMIT 1000",
+            &[Cell::text(pattern)],
+            &columns,
+        )
+        .await
+        .map_err(internal)?;
+    let mut out = std::collections::BTreeMap::new();
+    for r in rows {
+        out.insert(
+            r.text("aggregateid").map_err(internal)?,
+            r.text("last_error").map_err(internal)?,
+        );
+    }
+    Ok(out)
+}
+
 /// `?fan_user_id=&artist_id=` (at least one).
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -215,7 +262,8 @@ pub struct SubscriptionsQuery {
 }
 
 /// `GET /v1/subscriptions?fan_user_id=&artist_id=`: entitlements (status 1 active,
-/// 2 expired) with IM membership (`member_status` 1 in the group, 2 removed).
+/// 2 expired) with IM membership (`member_status` 1 in the group, 2 removed, 3 failed
+/// with `member_failed_reason`: its change was dead-lettered by the IM sink).
 #[utoipa::path(
     get,
     path = "/v1/subscriptions",
@@ -278,11 +326,20 @@ pub async fn list_subscriptions(
             })
             .and_then(|m| m.get("member_status").cloned())
     };
+    let failed = failed_members(&state, artist, fan).await?;
     let list: Vec<Value> = subs
         .iter()
         .map(|s| {
             let mut v = to_json(s);
             v["member_status"] = serde_json::to_value(member_of(s)).unwrap_or(Value::Null);
+            v["member_failed_reason"] = Value::Null;
+            let pair = format!("{}:{}", v["artist_id"], v["fan_user_id"]);
+            if let Some(reason) = failed.get(&pair) {
+                // The IM service kept refusing this member's last change: it went to
+                // the outbox dead letters (replayed → back to 1 or 2).
+                v["member_status"] = json!(MEMBER_FAILED);
+                v["member_failed_reason"] = json!(reason);
+            }
             v
         })
         .collect();

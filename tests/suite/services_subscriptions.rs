@@ -450,6 +450,15 @@ both_backends!(
             "{dead}"
         );
         assert!(dead["replayed_at"].is_null(), "{dead}");
+        // The member reads failed (seed 000's 3) with the IM service's answer.
+        let failed = wait_subscription(&env, 900, 901, |s| s["member_status"] == 3).await;
+        assert!(
+            failed["member_failed_reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("500"),
+            "{failed}"
+        );
         let outbox_id = dead["outbox_id"].as_i64().expect("outbox id");
         let tries: Vec<u16> = im
             .hits()
@@ -510,6 +519,8 @@ both_backends!(
             .any(|h| h.0 == outbox_id && h.2 == "900:901"));
         let (_, page) = env.app.get(list).await;
         assert_eq!(page["dead_letters"], json!([]), "{page}");
+        let synced = wait_subscription(&env, 900, 901, |s| s["member_status"] == 1).await;
+        assert!(synced["member_failed_reason"].is_null(), "{synced}");
     }
 );
 
