@@ -79,6 +79,7 @@ use utoipa::OpenApi;
         crate::payouts::api_profile::get_profile,
         crate::services::api::create_order,
         crate::services::api::show_order,
+        crate::services::api::order_action,
         crate::services::api::book,
         crate::services::api::booking_action,
         crate::services::reads::show_booking,

@@ -161,6 +161,39 @@ pub async fn show_order(
     ))
 }
 
+/// `POST /v1/service-orders/{order_no}:pay`: the payer went to the gateway; an unpaid
+/// cash order moves from 0 to 1 (PAYING). It still closes on its timeout unless the
+/// gateway's callback pays it.
+#[utoipa::path(
+    post,
+    path = "/v1/service-orders/{order_action}",
+    params(("order_action" = String, Path, description = "`<order_no>:pay`")),
+    responses((status = 200, body = Object, description = "the order"),
+              (status = 404, body = ProblemBody), (status = 409, body = ProblemBody)),
+    security(("bearer" = []))
+)]
+pub async fn order_action(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(tail): Path<String>,
+) -> Result<Json<Row>, Problem> {
+    caller.require_write()?;
+    let (order_no, _) = path_action(&tail, &["pay"], "/v1/service-orders", "order_no")?;
+    let meta = caller.metadata(&state.config.country_code, None);
+    let done = units::orders::start_payment(&state.store, &meta, order_no, Utc::now())
+        .await
+        .map_err(unit_error)?;
+    let at = match done.position {
+        0 => head(&state).await?,
+        p => p,
+    };
+    let row = written(
+        reads::order(&state, order_no, Some(at)).await,
+        || serde_json::json!({"order_no": order_no, "status": 1, "status_name": "PAYING"}),
+    )?;
+    Ok(Json(row))
+}
+
 /// The body of `POST /v1/bookings`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

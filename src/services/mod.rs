@@ -22,7 +22,10 @@ pub fn routes() -> axum::Router<crate::runtime::http::AppState> {
     use axum::routing::{get, post};
     axum::Router::new()
         .route("/v1/service-orders", post(api::create_order))
-        .route("/v1/service-orders/{order_no}", get(api::show_order))
+        .route(
+            "/v1/service-orders/{order_no}",
+            get(api::show_order).post(api::order_action),
+        )
         .route("/v1/bookings", post(api::book))
         .route(
             "/v1/bookings/{booking_no}",

@@ -58,3 +58,47 @@ both_backends!(
         assert_eq!(account["balance_minor"], PRICE, "{account}");
     }
 );
+
+both_backends!(
+    an_order_the_payer_took_to_the_gateway_is_paying_and_still_closes_on_its_timeout,
+    |db: TestDb| async move {
+        use factledger::services::scans::Scan;
+        let env = ServicesEnv::start(&db).await;
+        env.recharge_order("P-1", 12, 500).await;
+        let (status, order) = env.app.post("/v1/service-orders/P-1:pay", json!({})).await;
+        assert_eq!(status, 200, "{order}");
+        assert_eq!(env.order("P-1").await["status"], 1);
+        // Again: nothing more; an unknown order is 404; another action is 404.
+        let (status, _) = env.app.post("/v1/service-orders/P-1:pay", json!({})).await;
+        assert_eq!(status, 200);
+        let (status, body) = env.app.post("/v1/service-orders/NOPE:pay", json!({})).await;
+        assert_eq!(
+            (status, body["code"].clone()),
+            (404, json!("ORDER_NOT_FOUND")),
+            "{body}"
+        );
+        let (status, _) = env.app.post("/v1/service-orders/P-1:ship", json!({})).await;
+        assert_eq!(status, 404);
+        let report = env
+            .scan(
+                Scan::OrderTimeoutClose,
+                None,
+                chrono::Utc::now() + Duration::minutes(16),
+            )
+            .await;
+        assert_eq!(report.acted, 1, "{report:?}");
+        let order = env.order("P-1").await;
+        assert_eq!(order["status"], 4, "{order}");
+        assert_eq!(order["recharge"]["status"], "CLOSED", "{order}");
+        // A paid order cannot be taken to the gateway again.
+        env.recharge_order("P-2", 12, 500).await;
+        env.pay("P-2", 500, "CNY").await;
+        env.wait_order("P-2", |o| o["status"] == 3).await;
+        let (status, body) = env.app.post("/v1/service-orders/P-2:pay", json!({})).await;
+        assert_eq!(
+            (status, body["code"].clone()),
+            (409, json!("ORDER_STATUS_CONFLICT")),
+            "{body}"
+        );
+    }
+);

@@ -228,6 +228,25 @@ pub async fn deliver(
     .await
 }
 
+/// The payer went to the gateway: an unpaid cash order moves from 0 to 1 (PAYING).
+pub async fn start_payment(
+    store: &DynStore,
+    metadata: &Metadata,
+    order_no: &str,
+    now: DateTime<Utc>,
+) -> Result<UnitOutcome<Vec<OrderEvent>>, ServiceUnitError> {
+    run_unit(store, metadata, |mut unit| async move {
+        let mut o = unit.load::<ServiceOrder, ServiceRefusal>(order_no).await?;
+        let events = unit.decide::<ServiceOrder, ServiceRefusal>(
+            &mut o,
+            order_no,
+            OrderCommand::StartPayment { at: now },
+        )?;
+        Ok((events, unit))
+    })
+    .await
+}
+
 /// Close an unpaid order past its timeout (the scan's re-check is the stream's).
 pub async fn close(
     store: &DynStore,
