@@ -313,7 +313,7 @@ pub async fn booking_action(
     let meta = caller.metadata(&state.config.country_code, None);
     use factledger_aggregates::booking::BookingCommand;
     let step = |command| units::booking_step(&state.store, &meta, booking_no, command, None);
-    let position = match action {
+    match action {
         "join" => {
             let party = match b.party.as_deref() {
                 Some("FAN") => Party::Fan,
@@ -322,20 +322,17 @@ pub async fn booking_action(
             };
             step(BookingCommand::Join { party, at: now })
                 .await
-                .map_err(unit_error)?
-                .position
+                .map_err(unit_error)?;
         }
         "start" => {
             flow::start_call(&ctx, booking_no, now)
                 .await
                 .map_err(unit_error)?;
-            head(&state).await?
         }
         "finish" => {
             step(BookingCommand::Finish { at: now })
                 .await
-                .map_err(unit_error)?
-                .position
+                .map_err(unit_error)?;
         }
         _ => {
             let reason = b.reason.ok_or_else(|| {
@@ -344,10 +341,8 @@ pub async fn booking_action(
             flow::moderate(&ctx, booking_no, &reason, now)
                 .await
                 .map_err(unit_error)?;
-            head(&state).await?
         }
-    };
+    }
     // The booking from its stream: current, whether or not this step decided anything.
-    let _ = position;
     Ok(Json(reads::booking_now(&state, booking_no).await?))
 }
