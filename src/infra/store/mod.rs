@@ -8,6 +8,7 @@
 
 pub mod hash;
 pub mod integrity;
+mod metadata;
 pub mod mysql;
 pub mod sqlite;
 pub mod time;
@@ -25,38 +26,7 @@ pub use time::{time_text, time_text_ago};
 /// Longest page any read returns; callers ask for less.
 pub const READ_LIMIT_MAX: i64 = 1_000;
 
-/// Metadata recorded on every event of a unit (SPEC R-ES-5). `event_id` and
-/// `recorded_at` are per event and live on [`SealedEvent`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Metadata {
-    pub correlation_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub causation_id: Option<String>,
-    /// The idempotency key of the command, when it had one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command_id: Option<String>,
-    pub actor: String,
-    pub request_id: String,
-    pub trace_id: String,
-    pub country_code: String,
-}
-
-impl Metadata {
-    /// The metadata of a write the service makes on its own (a job round, a cron
-    /// scan, a callback): a fresh correlation id that is also the request and trace id.
-    pub fn service(actor: &str, country_code: &str) -> Metadata {
-        let correlation_id = uuid::Uuid::new_v4().to_string();
-        Metadata {
-            correlation_id: correlation_id.clone(),
-            causation_id: None,
-            command_id: None,
-            actor: actor.to_owned(),
-            request_id: correlation_id.clone(),
-            trace_id: correlation_id,
-            country_code: country_code.to_owned(),
-        }
-    }
-}
+pub use metadata::Metadata;
 
 /// An event ready to be written: ids, time and hash chain already fixed.
 #[derive(Debug, Clone, PartialEq)]
