@@ -188,7 +188,10 @@ impl ServicesEnv {
 
     /// (balance, held) of `user`'s candy account, or (0, 0) without one.
     pub async fn candy(&self, user: i64) -> (i64, i64) {
-        let (status, body) = self.read(&format!("/v1/candy-accounts/{user}")).await;
+        let at = self.head().await;
+        let (status, body) = self
+            .read(&format!("/v1/candy-accounts/{user}?min_position={at}"))
+            .await;
         match status {
             200 => (
                 body["balance"].as_i64().unwrap(),
