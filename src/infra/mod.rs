@@ -7,6 +7,7 @@ pub mod auth;
 pub mod db;
 pub mod jobs;
 pub mod json;
+pub mod outbound;
 pub mod outbox;
 pub mod store;
 pub mod telemetry;

@@ -23,6 +23,7 @@ use super::provider::{
     truncate_response, CallRecord, CreateOutcome, PayoutProvider, PayoutRequest, ProviderError,
     ProviderPayout, ProviderStatus, QueryOutcome,
 };
+use crate::infra::outbound::{describe, read_body};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -293,29 +294,6 @@ struct ReportRow {
 
 fn elapsed_ms(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Why a request got no answer, with the error's source chain (connection refused …).
-fn describe(e: &reqwest::Error, timeout: Duration) -> String {
-    if e.is_timeout() {
-        return format!("no answer within {} ms", timeout.as_millis());
-    }
-    std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source())
-        .map(|e| e.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
-}
-
-/// The body, at most `max` bytes.
-async fn read_body(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-        if body.len() + chunk.len() > max {
-            return Err(format!("an answer larger than {max} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
 }
 
 /// What came back from one call: the status and body, or why nothing did.

@@ -63,6 +63,7 @@ use super::gateway::{
     truncate, PayMethod, PaymentGateway, PaymentNotice, RefundAnswer, RefundRequest,
     GATEWAY_RESPONSE_BYTES_MAX,
 };
+use crate::infra::outbound::{describe, read_body};
 use factledger_aggregates::{BoundedId, Currency};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -229,29 +230,6 @@ impl HttpGateway {
             .map_err(|e| format!("HTTP {status}, then the body failed: {e}"))?;
         Ok((status, body))
     }
-}
-
-/// Why a request got no answer, with the error's source chain (connection refused …).
-fn describe(e: &reqwest::Error, timeout: Duration) -> String {
-    if e.is_timeout() {
-        return format!("no answer within {} ms", timeout.as_millis());
-    }
-    std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source())
-        .map(|e| e.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
-}
-
-/// The body, at most `max` bytes.
-async fn read_body(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-        if body.len() + chunk.len() > max {
-            return Err(format!("an answer larger than {max} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
 }
 
 /// The body as stored text (lossy UTF-8, cut to what a refund keeps).
