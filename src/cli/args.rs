@@ -183,6 +183,11 @@ pub(super) enum Command {
         #[command(flatten)]
         services: Box<ServicesArgs>,
     },
+    /// Bulk commands from a file (the same items as `POST /v1/commands:batch`).
+    Commands {
+        #[command(subcommand)]
+        action: CommandsAction,
+    },
     /// Withdrawals: list, show, and an operator's approval or rejection (prints JSON).
     Withdrawals {
         #[command(subcommand)]
@@ -216,6 +221,26 @@ pub(super) struct HttpArgs {
     pub(super) metrics_listen: Option<String>,
     #[command(flatten)]
     pub(super) limits: factledger::runtime::http::limits::HttpLimits,
+}
+
+#[derive(Subcommand)]
+pub(super) enum CommandsAction {
+    /// Apply a file of JSON lines, one batch item per line
+    /// (`{"aggregate_type":"wallet","aggregate_id":…,"idempotency_key":…,"command":{…}}`),
+    /// on the database directly. The whole file is checked first: a malformed line
+    /// is named and nothing is applied. Prints one JSON result per line (its `index`
+    /// is the line's, from 0) and a summary; exits 2 when an item was refused.
+    /// Re-running the same file replays every item already applied.
+    Apply {
+        /// The JSON-lines file (`-` for standard input).
+        file: std::path::PathBuf,
+        /// All or nothing: the file (at most 8,190 lines) is one atomic batch.
+        #[arg(long)]
+        atomic: bool,
+        /// Items sent to the command bus per batch (1 to 8,190).
+        #[arg(long, default_value_t = 1_000)]
+        chunk: usize,
+    },
 }
 
 #[derive(Subcommand)]

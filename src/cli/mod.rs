@@ -2,6 +2,7 @@
 //! of commands; `run` dispatches.
 
 mod args;
+mod commands;
 mod common;
 mod compensate;
 mod jobs;
@@ -11,7 +12,7 @@ mod serve;
 mod withdrawals;
 
 pub use args::Cli;
-use args::{CallbacksAction, Command, CronAction, OutboxAction};
+use args::{CallbacksAction, Command, CommandsAction, CronAction, OutboxAction};
 use common::Global;
 use std::process::ExitCode;
 
@@ -87,6 +88,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             limit,
             services,
         } => compensate::compensate(g, job, business_id, limit, &services).await,
+        Command::Commands {
+            action:
+                CommandsAction::Apply {
+                    file,
+                    atomic,
+                    chunk,
+                },
+        } => commands::apply(g, &file, atomic, chunk).await,
         Command::Cron {
             action: CronAction::List,
         } => jobs::cron_list(g).await,

@@ -15,16 +15,20 @@
 //! backoff, then reported as `CONCURRENCY_CONFLICT`.
 
 use crate::infra::store::{
-    CommittedUnit, DynStore, EventView, Fence, IdempotencyRow, JobRow, LedgerRefRow, Metadata,
-    StoreError, UnitOfWork, GENESIS_HASH, READ_LIMIT_MAX,
+    DynStore, EventView, Fence, IdempotencyRow, JobRow, Metadata, StoreError, GENESIS_HASH,
+    READ_LIMIT_MAX,
 };
 use factledger_aggregates::{Decide, InvariantViolation};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
+mod batch;
 mod seal;
+mod writer;
+pub use batch::{BatchItemDone, BATCH_ITEMS_MAX};
 pub(crate) use seal::seal_decided;
+use writer::{writer_loop, Failure, Pending};
 
 /// Most commands one group-commit transaction carries. Bounded so one transaction
 /// stays short (latency) and its SQL stays well below `max_allowed_packet`.
@@ -101,6 +105,10 @@ pub enum BusError<E: std::error::Error> {
     Store(StoreError),
     #[error("command bus is shut down")]
     ShutDown,
+    /// An item of an atomic batch that was not applied because item `0` (its index in
+    /// the request) was refused: nothing of the batch was written.
+    #[error("not applied: item {0} of the atomic batch was refused")]
+    Aborted(usize),
 }
 
 /// An aggregate's state as loaded: what it is, at which version, and the last hash
@@ -115,21 +123,6 @@ pub struct Loaded<A> {
     pub snapshot_bytes: i64,
     /// Payload bytes of the events since that snapshot.
     pub bytes_since_snapshot: i64,
-}
-
-struct Pending<A: Decide> {
-    env: CommandEnvelope<A::Command>,
-    reply: oneshot::Sender<Reply<A>>,
-    attempts: u32,
-}
-
-type Reply<A> = Result<CommandOutcome, Failure<<A as cqrs_es::Aggregate>::Error>>;
-
-/// Failures inside the writer; `KeyRace` is resolved by the caller by reading the
-/// winner's record.
-enum Failure<E: std::error::Error> {
-    Bus(BusError<E>),
-    KeyRace,
 }
 
 struct Inner<A: Decide> {
@@ -170,7 +163,7 @@ where
     }
 
     /// Execute one command: decide on current state and append durably.
-    #[tracing::instrument(skip_all, fields(aggregate = A::TYPE, id = %env.aggregate_id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(aggregate = A::TYPE, id = %env.aggregate_id))]
     pub async fn execute(
         &self,
         env: CommandEnvelope<A::Command>,
@@ -183,7 +176,7 @@ where
         }
         let (reply, rx) = oneshot::channel();
         let pending = Pending {
-            env,
+            envs: vec![env],
             reply,
             attempts: 0,
         };
@@ -192,9 +185,11 @@ where
             .await
             .map_err(|_| BusError::ShutDown)?;
         match rx.await.map_err(|_| BusError::ShutDown)? {
-            Ok(outcome) => Ok(outcome),
-            Err(Failure::Bus(e)) => Err(e),
-            Err(Failure::KeyRace) => match &idem {
+            Ok(mut outcomes) => outcomes.pop().ok_or_else(|| {
+                BusError::Store(StoreError::Corrupt("the writer answered no outcome".into()))
+            }),
+            Err((_, Failure::Bus(e))) => Err(e),
+            Err((_, Failure::KeyRace)) => match &idem {
                 Some(idem) => self.replay(idem).await?.ok_or_else(|| {
                     BusError::Store(StoreError::Corrupt(format!(
                         "idempotency key {} collided but has no record",
@@ -368,253 +363,6 @@ fn fold<A: Decide + Clone>(
     loaded.version = last_sequence;
     loaded.last_hash = last_hash;
     Ok(())
-}
-
-async fn writer_loop<A>(inner: Arc<Inner<A>>, mut rx: mpsc::Receiver<Pending<A>>)
-where
-    A: Decide + Clone + 'static,
-    A::Command: Clone + Send + 'static,
-    A::Event: Send,
-    A::Error: Send + 'static,
-{
-    // Size of the previous batch: the callers it answered are likely to send their
-    // next commands right away, so wait briefly for as many before committing.
-    let mut expected = 1usize;
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        let mut yields = 0;
-        loop {
-            while batch.len() < BATCH_COMMANDS_MAX {
-                match rx.try_recv() {
-                    Ok(p) => batch.push(p),
-                    Err(_) => break,
-                }
-            }
-            if batch.len() >= expected.min(BATCH_COMMANDS_MAX) || yields >= LINGER_YIELDS_MAX {
-                break;
-            }
-            yields += 1;
-            tokio::task::yield_now().await;
-        }
-        expected = batch.len();
-        metrics::histogram!("factledger_bus_batch_commands", "aggregate" => A::TYPE)
-            .record(batch.len() as f64);
-        let mut batch = batch;
-        let mut retries = 0;
-        let failed = loop {
-            match try_batch(&inner, batch).await {
-                None => break Vec::new(),
-                // Another process moved a stream: no command is at fault, so re-decide
-                // the whole batch on fresh state (the failed streams were evicted from
-                // the cache) and keep group commit, instead of degrading every command
-                // to a transaction of its own while the other process keeps writing.
-                Some((failed, StoreError::Conflict { .. }))
-                    if failed.len() > 1 && retries + 1 < CONFLICT_RETRIES_MAX =>
-                {
-                    retries += 1;
-                    metrics::counter!("factledger_bus_conflict_retries_total", "aggregate" => A::TYPE)
-                        .increment(1);
-                    batch = failed;
-                }
-                Some((failed, _)) => break failed,
-            }
-        };
-        // One transaction for all failed: re-run each alone so the culprit fails alone
-        // and the others commit.
-        for p in failed {
-            run_single(&inner, p).await;
-        }
-    }
-}
-
-async fn run_single<A>(inner: &Inner<A>, mut p: Pending<A>)
-where
-    A: Decide + Clone,
-    A::Command: Clone,
-{
-    loop {
-        let Some((mut failed, err)) = try_batch(inner, vec![p]).await else {
-            return;
-        };
-        let Some(back) = failed.pop() else { return };
-        p = back;
-        let failure = match err {
-            StoreError::Conflict { .. } if p.attempts + 1 < CONFLICT_RETRIES_MAX => {
-                p.attempts += 1;
-                let ceiling_ms = (1u64 << p.attempts.min(6)).min(CONFLICT_BACKOFF_MS_MAX);
-                let pause_us = rand::RngExt::random_range(&mut rand::rng(), 0..=ceiling_ms * 1000);
-                tokio::time::sleep(std::time::Duration::from_micros(pause_us)).await;
-                metrics::counter!("factledger_bus_conflict_retries_total", "aggregate" => A::TYPE)
-                    .increment(1);
-                continue;
-            }
-            StoreError::Conflict { .. } => Failure::Bus(BusError::Conflict(p.attempts + 1)),
-            StoreError::DuplicateLedgerRef(r) => Failure::Bus(BusError::DuplicateLedgerRef(r)),
-            StoreError::DuplicateIdempotencyKey(_) => Failure::KeyRace,
-            other => Failure::Bus(BusError::Store(other)),
-        };
-        let _ = p.reply.send(Err(failure));
-        return;
-    }
-}
-
-struct Accepted<A: Decide> {
-    pending: Pending<A>,
-    unit: UnitOfWork,
-    views: Vec<EventView>,
-}
-
-/// Decide every command of the batch and append all resulting units in one
-/// transaction. Replies to every command it settles; returns the ones whose units
-/// were in a failed append, with the error.
-async fn try_batch<A>(
-    inner: &Inner<A>,
-    batch: Vec<Pending<A>>,
-) -> Option<(Vec<Pending<A>>, StoreError)>
-where
-    A: Decide + Clone,
-    A::Command: Clone,
-{
-    let mut work: HashMap<String, Loaded<A>> = HashMap::new();
-    let mut accepted: Vec<Accepted<A>> = Vec::with_capacity(batch.len());
-    let mut later: Vec<Pending<A>> = Vec::new();
-    let mut keys = HashSet::new();
-    let mut refs = HashSet::new();
-    for p in batch {
-        if let Some(idem) = &p.env.idempotency {
-            if !keys.insert((idem.scope.clone(), idem.key.clone())) {
-                // The same key twice in one batch: settle it after this batch, when
-                // the first one's record is visible.
-                later.push(p);
-                continue;
-            }
-        }
-        let id = p.env.aggregate_id.clone();
-        if !work.contains_key(&id) {
-            let cached = lock(&inner.cache).get(&id).cloned();
-            let loaded = match cached {
-                Some(l) => l,
-                None => match load::<A>(&inner.store, &id).await {
-                    Ok(l) => l,
-                    Err(e) => {
-                        let _ = p.reply.send(Err(Failure::Bus(e)));
-                        continue;
-                    }
-                },
-            };
-            work.insert(id.clone(), loaded);
-        }
-        let Some(loaded) = work.get_mut(&id) else {
-            continue;
-        };
-        match decide_one(inner.store.keyring().active(), loaded, &p.env, &mut refs) {
-            Ok((unit, views)) => accepted.push(Accepted {
-                pending: p,
-                unit,
-                views,
-            }),
-            Err(e) => {
-                // A repeated request decided again after its twin committed (same key,
-                // e.g. a second BlockWithdrawals) is refused by the new state: it is a
-                // replay, not a refusal. The caller resolves KeyRace from the record.
-                let failure = match &p.env.idempotency {
-                    Some(idem) => {
-                        match inner.store.find_idempotency(&idem.scope, &idem.key).await {
-                            Ok(Some(_)) => Failure::KeyRace,
-                            _ => Failure::Bus(e),
-                        }
-                    }
-                    None => Failure::Bus(e),
-                };
-                let _ = p.reply.send(Err(failure));
-            }
-        }
-    }
-    let result = if accepted.is_empty() {
-        Ok(Vec::new())
-    } else {
-        let units: Vec<UnitOfWork> = accepted.iter().map(|a| a.unit.clone()).collect();
-        inner.store.append(&units).await
-    };
-    match result {
-        Ok(committed) => {
-            {
-                let mut cache = lock(&inner.cache);
-                if cache.len() + work.len() > CACHE_STREAMS_MAX {
-                    cache.clear();
-                }
-                cache.extend(work);
-            }
-            for (a, c) in accepted.into_iter().zip(committed) {
-                let _ = a.pending.reply.send(Ok(outcome(a.views, &c)));
-            }
-            for p in later {
-                Box::pin(run_single(inner, p)).await;
-            }
-            None
-        }
-        Err(e) => {
-            {
-                let mut cache = lock(&inner.cache);
-                for id in work.keys() {
-                    cache.remove(id);
-                }
-            }
-            let mut failed: Vec<Pending<A>> = accepted.into_iter().map(|a| a.pending).collect();
-            failed.extend(later);
-            Some((failed, e))
-        }
-    }
-}
-
-fn outcome(mut views: Vec<EventView>, committed: &CommittedUnit) -> CommandOutcome {
-    for (v, p) in views.iter_mut().zip(&committed.positions) {
-        v.global_position = *p;
-    }
-    CommandOutcome {
-        position: committed.positions.last().copied().unwrap_or(0),
-        events: views,
-        replayed: false,
-    }
-}
-
-/// Decide one command on the working state, check and apply its events, and seal
-/// them into a unit of work.
-fn decide_one<A>(
-    key: &crate::infra::store::ChainKey,
-    loaded: &mut Loaded<A>,
-    env: &CommandEnvelope<A::Command>,
-    refs: &mut HashSet<factledger_aggregates::decide::LedgerRef>,
-) -> Result<(UnitOfWork, Vec<EventView>), BusError<A::Error>>
-where
-    A: Decide + Clone,
-    A::Command: Clone,
-{
-    let events = loaded
-        .state
-        .decide(env.command.clone())
-        .map_err(BusError::Domain)?;
-    let sealed = seal_decided(key, loaded, &env.aggregate_id, &events, &env.metadata, refs)?;
-    let unit = UnitOfWork {
-        streams: vec![sealed.stream],
-        ledger_refs: sealed
-            .ledger_refs
-            .into_iter()
-            .map(|(i, r)| LedgerRefRow {
-                ref_type: r.ref_type,
-                ref_id: r.ref_id,
-                entry_type: r.entry_type,
-                event_index: i,
-            })
-            .collect(),
-        idempotency: env.idempotency.clone(),
-        snapshots: sealed.snapshot.into_iter().collect(),
-        jobs: env.jobs.clone(),
-        outbox: sealed.outbox,
-        fence: env.fence,
-        fail_after_streams: None,
-    };
-    Ok((unit, sealed.views))
 }
 
 /// A bus failure inside a job round: a store failure keeps its retry class.

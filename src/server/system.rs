@@ -13,6 +13,7 @@ use utoipa::OpenApi;
     info(title = "factledger", description = "Event-sourced money ledger"),
     paths(
         crate::wallet::api::post_command,
+        crate::wallet::batch::post_batch,
         crate::wallet::api::get_wallet,
         crate::audit::streams::get_events,
         crate::wallet::api::get_ledger,
@@ -98,6 +99,10 @@ use utoipa::OpenApi;
         crate::ledger::api::JournalEntry,
         crate::infra::store::EventView,
         crate::wallet::api::CommandResponse,
+        crate::wallet::batch::BatchRequest,
+        crate::wallet::batch::BatchItem,
+        crate::wallet::batch::BatchItemResult,
+        crate::wallet::batch::BatchResponse,
         crate::wallet::api::WalletView,
         crate::wallet::api::BlockView,
         crate::wallet::api::FreezeView,

@@ -125,11 +125,11 @@ pub async fn post_command(
         .await
         .map_err(|e| {
             let p = Problem::from(e);
-            tracing::info!(code = p.code, status = p.status.as_u16(), "command refused");
+            tracing::debug!(code = p.code, status = p.status.as_u16(), "command refused");
             p
         })?;
     let replayed = outcome.replayed;
-    tracing::info!(
+    tracing::debug!(
         position = outcome.position,
         events = outcome.events.len(),
         replayed,

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod app;
+pub mod hooked_store;
 pub mod load;
 pub mod mariadb;
 pub mod serve_child;

@@ -40,6 +40,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     ("get", "/v1/accounts/trial-balance", Read),
     ("get", "/v1/accounts/{account}", Read),
     ("post", "/v1/wallets/{wallet_id}/commands", Write),
+    ("post", "/v1/commands:batch", Write),
     (
         "get",
         "/v1/streams/{aggregate_type}/{aggregate_id}/events",

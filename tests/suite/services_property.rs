@@ -21,14 +21,12 @@
 //! stuck item: every refund succeeded, and the journal's trial balance is zero in
 //! ZZC and CNY. Bounded: `STEPS` steps and `WALL_MAX` per backend.
 
+use crate::common::hooked_store::{AppendHook, HookedStore};
 use crate::common::{meta, scalar, Rng, TestDb};
 use crate::services_env::ServicesEnv;
 use async_trait::async_trait;
 use chrono::{Duration, Utc};
-use factledger::infra::store::{
-    CommittedUnit, DynStore, EventFilter, EventStore, IdempotencyRecord, Keyring, StoreError,
-    StoredEvent, StoredSnapshot, StreamTail, UnitOfWork,
-};
+use factledger::infra::store::{CommittedUnit, DynStore, StoreError, UnitOfWork};
 use factledger::runtime::bus::load;
 use factledger::runtime::unit::UnitError;
 use factledger::services::scans::{Scan, ScanReport};
@@ -74,7 +72,6 @@ fn seed() -> u64 {
 /// to the real store with `fail_after_streams` set, so the store writes that many of
 /// the unit's streams and fails before the commit — a process dying mid-unit.
 struct CrashingStore {
-    inner: DynStore,
     skip: AtomicUsize,
     /// Streams written before the failure; 0: not armed.
     after: AtomicUsize,
@@ -96,127 +93,34 @@ impl CrashingStore {
 }
 
 #[async_trait]
-impl EventStore for CrashingStore {
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-
-    fn keyring(&self) -> &Arc<Keyring> {
-        self.inner.keyring()
-    }
-
-    async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError> {
+impl AppendHook for CrashingStore {
+    async fn append(
+        &self,
+        inner: &DynStore,
+        units: &[UnitOfWork],
+    ) -> Result<Vec<CommittedUnit>, StoreError> {
         let after = self.after.load(Ordering::SeqCst);
         if after == 0 || units.is_empty() {
-            return self.inner.append(units).await;
+            return inner.append(units).await;
         }
         if self
             .skip
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            return self.inner.append(units).await;
+            return inner.append(units).await;
         }
         self.after.store(0, Ordering::SeqCst);
         let mut torn = units.to_vec();
         let streams = torn[0].streams.len();
         torn[0].fail_after_streams = Some(after.min(streams));
-        let out = self.inner.append(&torn).await;
+        let out = inner.append(&torn).await;
         assert!(
             matches!(out, Err(StoreError::Injected(_))),
             "the torn unit was not refused by the store: {out:?}"
         );
         self.fired.fetch_add(1, Ordering::SeqCst);
         out
-    }
-
-    async fn read_stream(
-        &self,
-        aggregate_type: &str,
-        aggregate_id: &str,
-        from_sequence: i64,
-        limit: i64,
-    ) -> Result<Vec<StoredEvent>, StoreError> {
-        self.inner
-            .read_stream(aggregate_type, aggregate_id, from_sequence, limit)
-            .await
-    }
-
-    async fn read_all(
-        &self,
-        after_position: i64,
-        limit: i64,
-    ) -> Result<Vec<StoredEvent>, StoreError> {
-        self.inner.read_all(after_position, limit).await
-    }
-
-    async fn read_positions(&self, first: i64, last: i64) -> Result<Vec<StoredEvent>, StoreError> {
-        self.inner.read_positions(first, last).await
-    }
-
-    async fn find_events(
-        &self,
-        filter: &EventFilter,
-        after_position: i64,
-        limit: i64,
-    ) -> Result<Vec<StoredEvent>, StoreError> {
-        self.inner.find_events(filter, after_position, limit).await
-    }
-
-    async fn stream_head(
-        &self,
-        aggregate_type: &str,
-        aggregate_id: &str,
-    ) -> Result<(i64, String), StoreError> {
-        self.inner.stream_head(aggregate_type, aggregate_id).await
-    }
-
-    async fn load_snapshot(
-        &self,
-        aggregate_type: &str,
-        aggregate_id: &str,
-    ) -> Result<Option<StoredSnapshot>, StoreError> {
-        self.inner.load_snapshot(aggregate_type, aggregate_id).await
-    }
-
-    async fn load_streams(
-        &self,
-        aggregate_type: &str,
-        aggregate_ids: &[String],
-    ) -> Result<Vec<StreamTail>, StoreError> {
-        self.inner.load_streams(aggregate_type, aggregate_ids).await
-    }
-
-    async fn delete_snapshots(&self) -> Result<u64, StoreError> {
-        self.inner.delete_snapshots().await
-    }
-
-    async fn find_idempotency(
-        &self,
-        scope: &str,
-        key: &str,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.find_idempotency(scope, key).await
-    }
-
-    async fn list_streams(
-        &self,
-        after: Option<(String, String)>,
-        limit: i64,
-    ) -> Result<Vec<(String, String)>, StoreError> {
-        self.inner.list_streams(after, limit).await
-    }
-
-    async fn head_position(&self) -> Result<i64, StoreError> {
-        self.inner.head_position().await
-    }
-
-    async fn count_positions(&self, up_to: i64) -> Result<(i64, i64), StoreError> {
-        self.inner.count_positions(up_to).await
-    }
-
-    async fn execute_raw(&self, sql: &str) -> Result<u64, StoreError> {
-        self.inner.execute_raw(sql).await
     }
 }
 
@@ -289,7 +193,7 @@ impl Undelivered {
 
 struct World {
     env: ServicesEnv,
-    crash: Arc<CrashingStore>,
+    crash: Arc<HookedStore<CrashingStore>>,
     rng: Rng,
     /// (balance, held) per fan.
     candy: BTreeMap<i64, (i64, i64)>,
@@ -1048,11 +952,13 @@ both_backends!(
         );
         let started = Instant::now();
         let env = ServicesEnv::start(&db).await;
-        let crash = Arc::new(CrashingStore {
+        let crash = Arc::new(HookedStore {
             inner: env.app.state.store.clone(),
-            skip: AtomicUsize::new(0),
-            after: AtomicUsize::new(0),
-            fired: AtomicUsize::new(0),
+            hook: CrashingStore {
+                skip: AtomicUsize::new(0),
+                after: AtomicUsize::new(0),
+                fired: AtomicUsize::new(0),
+            },
         });
         let mut w = World {
             env,

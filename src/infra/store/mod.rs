@@ -8,6 +8,7 @@
 
 pub mod hash;
 pub mod integrity;
+pub mod lookups;
 mod metadata;
 pub mod mysql;
 pub mod sqlite;
@@ -485,7 +486,7 @@ pub struct VerifyReport {
     pub anchor_file: Option<String>,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// A stream was not at the expected version: someone else appended first.
     #[error("stream {aggregate_type}/{aggregate_id} is not at version {expected_version}")]
@@ -617,6 +618,9 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// Delete every snapshot (they are an optimisation only). Returns how many.
     async fn delete_snapshots(&self) -> Result<u64, StoreError>;
+
+    /// The database handle under the store (set-wise lookups: [`lookups`]).
+    fn db(&self) -> crate::infra::db::Db;
 
     /// The record of `key` in `scope` (see [`IdempotencyRow`]).
     async fn find_idempotency(

@@ -377,6 +377,10 @@ impl EventStore for MysqlStore {
         &self.keyring
     }
 
+    fn db(&self) -> crate::infra::db::Db {
+        crate::infra::db::Db::Mysql(self.pool.clone())
+    }
+
     async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError> {
         let (stmts, total) = append::build(units)?;
         let sql = stmts

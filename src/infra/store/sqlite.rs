@@ -445,6 +445,10 @@ impl EventStore for SqliteStore {
         &self.keyring
     }
 
+    fn db(&self) -> crate::infra::db::Db {
+        crate::infra::db::Db::Sqlite(self.pool.clone())
+    }
+
     async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError> {
         let mut tx = self
             .pool

@@ -308,24 +308,29 @@ pub struct WriteResponse {
 /// Longest accepted `Idempotency-Key`.
 pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 128;
 
-/// The request's `Idempotency-Key`, if it sent one: 1 to [`IDEMPOTENCY_KEY_LEN_MAX`]
-/// visible ASCII characters.
+/// The request's `Idempotency-Key`, if it sent one (see [`check_idempotency_key`]).
 pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, Problem> {
     let Some(v) = headers.get("idempotency-key") else {
         return Ok(None);
     };
     let key = v.to_str().ok().map(str::trim).unwrap_or("");
+    check_idempotency_key("Idempotency-Key", key).map(Some)
+}
+
+/// An idempotency key: 1 to [`IDEMPOTENCY_KEY_LEN_MAX`] visible ASCII characters;
+/// `field` names where it came from.
+pub fn check_idempotency_key(field: &str, key: &str) -> Result<String, Problem> {
     let ok = !key.is_empty()
         && key.len() <= IDEMPOTENCY_KEY_LEN_MAX
         && key.bytes().all(|b| b.is_ascii_graphic());
     if !ok {
         return Err(Problem::invalid(
             "INVALID_FIELD",
-            "Idempotency-Key",
+            field,
             format!("must be 1 to {IDEMPOTENCY_KEY_LEN_MAX} visible ASCII characters"),
         ));
     }
-    Ok(Some(key.to_owned()))
+    Ok(key.to_owned())
 }
 
 /// Split a path segment `<id>:<action>` (the id may hold `:` itself); an action not

@@ -255,6 +255,14 @@ where
                 "SHUTTING_DOWN",
                 "the service is shutting down",
             ),
+            BusError::Aborted(culprit) => Problem::new(
+                StatusCode::FAILED_DEPENDENCY,
+                "LINKED_ITEM_REFUSED",
+                format!(
+                    "not applied: item {culprit} of this atomic batch was refused, so nothing \
+                     of the batch was written"
+                ),
+            ),
         }
     }
 }
