@@ -47,6 +47,10 @@ impl<H: AppendHook> EventStore for HookedStore<H> {
         self.inner.db()
     }
 
+    fn head_watch(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
+        self.inner.head_watch()
+    }
+
     async fn read_stream(
         &self,
         aggregate_type: &str,

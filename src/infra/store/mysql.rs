@@ -45,6 +45,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/mysql");
 pub struct MysqlStore {
     pool: MySqlPool,
     keyring: std::sync::Arc<super::Keyring>,
+    head: super::HeadSignal,
 }
 
 /// The connect options of a `mysql://` URL, TLS included (`ssl-mode`, `ssl-ca`,
@@ -121,7 +122,11 @@ impl MysqlStore {
         if super::migrations_pending(&MIGRATOR, applied) {
             MIGRATOR.run(&pool).await?;
         }
-        Ok(Self { pool, keyring })
+        Ok(Self {
+            pool,
+            keyring,
+            head: super::HeadSignal::default(),
+        })
     }
 
     pub fn pool(&self) -> &MySqlPool {
@@ -377,6 +382,10 @@ impl EventStore for MysqlStore {
         &self.keyring
     }
 
+    fn head_watch(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
+        Some(self.head.subscribe())
+    }
+
     fn db(&self) -> crate::infra::db::Db {
         crate::infra::db::Db::Mysql(self.pool.clone())
     }
@@ -402,7 +411,7 @@ impl EventStore for MysqlStore {
                     }
                 };
                 let mut next = base;
-                let committed = units
+                let committed: Vec<CommittedUnit> = units
                     .iter()
                     .map(|u| {
                         let n = u.event_count() as i64;
@@ -412,6 +421,7 @@ impl EventStore for MysqlStore {
                     })
                     .collect();
                 debug_assert_eq!(next - base, total as i64);
+                self.head.committed(&committed);
                 Ok(committed)
             }
             Err(e) => {

@@ -37,6 +37,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite")
 pub struct SqliteStore {
     pool: SqlitePool,
     keyring: std::sync::Arc<super::Keyring>,
+    head: super::HeadSignal,
 }
 
 /// Create a missing database file with [`DATABASE_FILE_MODE`] before SQLite opens it
@@ -102,7 +103,11 @@ impl SqliteStore {
         if super::migrations_pending(&MIGRATOR, applied) {
             MIGRATOR.run(&pool).await?;
         }
-        Ok(Self { pool, keyring })
+        Ok(Self {
+            pool,
+            keyring,
+            head: super::HeadSignal::default(),
+        })
     }
 
     pub fn pool(&self) -> &SqlitePool {
@@ -445,6 +450,10 @@ impl EventStore for SqliteStore {
         &self.keyring
     }
 
+    fn head_watch(&self) -> Option<tokio::sync::watch::Receiver<i64>> {
+        Some(self.head.subscribe())
+    }
+
     fn db(&self) -> crate::infra::db::Db {
         crate::infra::db::Db::Sqlite(self.pool.clone())
     }
@@ -460,6 +469,7 @@ impl EventStore for SqliteStore {
                 tx.commit()
                     .await
                     .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))?;
+                self.head.committed(&committed);
                 Ok(committed)
             }
             Err(e) => {

@@ -8,8 +8,13 @@ use crate::infra::db::Db;
 use crate::infra::store::{DynStore, StoredEvent};
 use factledger_projections::wallet::{self};
 
-/// How often an idle runner looks for new events (the "within 100 ms" budget).
+/// How often an idle runner looks for new events (the "within 100 ms" budget) on a
+/// store that does not signal its commits.
 pub const POLL_IDLE_MS: u64 = 10;
+/// How often an idle runner looks for events other processes appended, when the
+/// store signals this process's own commits (it then wakes on each of those at once,
+/// and no longer asks the database 100 times a second per projector).
+pub const POLL_OTHER_WRITERS_MS: u64 = 50;
 /// How often a runner whose checkpoint is held by a rebuild tries again.
 pub const POLL_HELD_MS: u64 = 50;
 /// How often such a runner looks for a hold left by a dead rebuild.
@@ -119,11 +124,16 @@ where
             .map_or(STALL_ALERT_AFTER_MS_DEFAULT, |a| a.after_ms),
     )
     .unwrap_or(i64::MAX);
+    let mut head = store.head_watch();
     tokio::spawn(async move {
         let mut backoff_ms = 0u64;
         let mut last_resolve: Option<std::time::Instant> = None;
         let mut stall = Stall::default();
         loop {
+            // Seen before the catch-up: a commit during it wakes the next wait at once.
+            if let Some(h) = &mut head {
+                h.borrow_and_update();
+            }
             let outcome = catch_up().await;
             let held = matches!(outcome, Err(RunnerError::CheckpointMoved(_)));
             // Held by a rebuild, or raced by another runner. A hold whose rebuild died
@@ -181,6 +191,10 @@ where
                 backoff_ms
             } else if held {
                 POLL_HELD_MS
+            } else if let Some(h) = &mut head {
+                let other_writers = std::time::Duration::from_millis(POLL_OTHER_WRITERS_MS);
+                let _ = tokio::time::timeout(other_writers, h.changed()).await;
+                continue;
             } else {
                 POLL_IDLE_MS
             };

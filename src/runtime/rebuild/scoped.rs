@@ -1,8 +1,16 @@
 //! Scoped rebuild (`wallet:<id>`): one wallet's rows recomputed in the live tables
 //! from its stream, in one transaction that holds the checkpoint row.
+//!
+//! The stream is read BEFORE that transaction, never inside it: on SQLite the
+//! transaction holds the database's write lock, and a read on another pooled
+//! connection could wait for a connection that every other task holds while it waits
+//! for that same lock (seen as a 503 after the pool's 10 s). The log's head is read
+//! first, so the read holds every event of the stream up to it; if the checkpoint
+//! the transaction finds is past that head, the projector moved on meanwhile and the
+//! stream is read again.
 
 use crate::infra::db::Db;
-use crate::infra::store::{DynStore, READ_LIMIT_MAX};
+use crate::infra::store::{DynStore, StoredEvent, READ_LIMIT_MAX};
 use crate::runtime::projection::{
     project_wallet_event, with_tx, write_wallet_rows, RunnerError, WALLET_ROW_TABLES,
 };
@@ -17,6 +25,27 @@ pub async fn rebuild_wallet_scoped(
     wallet_id: &str,
 ) -> Result<u64, RunnerError> {
     db.checkpoint(wallet::NAME, wallet::VERSION).await?;
+    for _ in 0..SCOPED_READ_ATTEMPTS_MAX {
+        let read_head = store.head_position().await?;
+        let events = wallet_events(store, wallet_id).await?;
+        if let Some(replayed) = rebuild_from(db, wallet_id, &events, read_head).await? {
+            return Ok(replayed);
+        }
+    }
+    Err(RunnerError::Held(wallet::NAME))
+}
+
+/// Reads of the stream before giving up on a projector that keeps moving past them.
+const SCOPED_READ_ATTEMPTS_MAX: u32 = 5;
+
+/// The transaction of [`rebuild_wallet_scoped`] on `events`, read when the log's
+/// head was `read_head`; `None` when the checkpoint is past it (read again).
+async fn rebuild_from(
+    db: &Db,
+    wallet_id: &str,
+    events: &[StoredEvent],
+    read_head: i64,
+) -> Result<Option<u64>, RunnerError> {
     macro_rules! scoped {
         ($tx:ident, $lock_sql:expr, $opt:expr) => {{
             let row = sqlx::query($lock_sql)
@@ -30,7 +59,10 @@ pub async fn rebuild_wallet_scoped(
             if $opt(&row)?.is_some() || ours != live {
                 return Err(RunnerError::Held(wallet::NAME));
             }
-            let (rows, replayed) = wallet_rows_up_to(store, wallet_id, position).await?;
+            if position > read_head {
+                return Ok(None);
+            }
+            let (rows, replayed) = wallet_rows_up_to(events, position)?;
             for t in WALLET_ROW_TABLES {
                 sqlx::query(&format!("DELETE FROM {t} WHERE wallet_id = ?"))
                     .bind(wallet_id)
@@ -41,7 +73,7 @@ pub async fn rebuild_wallet_scoped(
             replayed
         }};
     }
-    Ok(match db {
+    Ok(Some(match db {
         Db::Mysql(p) => with_tx!(p, |tx| {
             scoped!(
                 tx,
@@ -63,19 +95,14 @@ pub async fn rebuild_wallet_scoped(
             tx.commit().await?;
             replayed
         }
-    })
+    }))
 }
 
-/// The rows a wallet's events up to `position` make, and how many events that was.
-pub(super) async fn wallet_rows_up_to(
-    store: &DynStore,
-    wallet_id: &str,
-    position: i64,
-) -> Result<(Vec<WalletRow>, u64), RunnerError> {
-    let mut rows = Vec::new();
-    let mut replayed = 0u64;
+/// Every event of one wallet's stream, in order.
+async fn wallet_events(store: &DynStore, wallet_id: &str) -> Result<Vec<StoredEvent>, RunnerError> {
+    let mut events = Vec::new();
     let mut next = 1;
-    'read: loop {
+    loop {
         let page = store
             .read_stream(
                 factledger_aggregates::wallet::WALLET_AGGREGATE_TYPE,
@@ -84,17 +111,24 @@ pub(super) async fn wallet_rows_up_to(
                 READ_LIMIT_MAX,
             )
             .await?;
-        if page.is_empty() {
-            break;
-        }
-        for e in &page {
-            if e.global_position > position {
-                break 'read;
-            }
-            rows.extend(project_wallet_event(e)?);
-            replayed += 1;
-            next = e.sequence + 1;
-        }
+        let Some(last) = page.last() else {
+            return Ok(events);
+        };
+        next = last.sequence + 1;
+        events.extend(page);
+    }
+}
+
+/// The rows a wallet's events up to `position` make, and how many events that was.
+fn wallet_rows_up_to(
+    events: &[StoredEvent],
+    position: i64,
+) -> Result<(Vec<WalletRow>, u64), RunnerError> {
+    let mut rows = Vec::new();
+    let mut replayed = 0u64;
+    for e in events.iter().take_while(|e| e.global_position <= position) {
+        rows.extend(project_wallet_event(e)?);
+        replayed += 1;
     }
     Ok((rows, replayed))
 }
