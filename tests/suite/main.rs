@@ -35,6 +35,7 @@ mod bill_refresh;
 mod bill_snapshots;
 mod bills_api;
 mod bus;
+mod bus_failures;
 mod callbacks;
 mod cli;
 mod cron;
