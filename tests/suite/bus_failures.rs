@@ -199,7 +199,7 @@ both_backends!(
         let tasks: Vec<_> = (0..CALLERS)
             .map(|who| {
                 let bus = buses[(who % 2) as usize].clone();
-                tokio::spawn(caller(bus, Rng(seed ^ (who + 1) * 0x9E37), who, refs))
+                tokio::spawn(caller(bus, Rng(seed ^ ((who + 1) * 0x9E37)), who, refs))
             })
             .collect();
         let mut sent = Vec::new();
