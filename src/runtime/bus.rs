@@ -24,11 +24,13 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
 mod batch;
+mod pipeline;
 mod seal;
 mod writer;
 pub use batch::{BatchItemDone, BATCH_ITEMS_MAX};
+use pipeline::writer_loop;
 pub(crate) use seal::seal_decided;
-use writer::{writer_loop, Failure, Pending};
+use writer::{Failure, Pending};
 
 /// Most commands one group-commit transaction carries. Bounded so one transaction
 /// stays short (latency) and its SQL stays well below `max_allowed_packet`.

@@ -40,11 +40,18 @@ async fn head(app: &common::app::App) -> i64 {
     body["head_position"].as_i64().expect("head_position")
 }
 
-/// A wallet's (pending, available) as the projection has it at `position`.
+/// A wallet's (pending, available) as the projection has it at `position` (a 503
+/// `PROJECTION_BEHIND` on a loaded machine is asked again, for up to 20 s).
 async fn balances(app: &common::app::App, wallet: &str, position: i64) -> (i64, i64) {
-    let (status, w) = app
-        .get(&format!("/v1/wallets/{wallet}?min_position={position}"))
-        .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (status, w) = loop {
+        let (status, w) = app
+            .get(&format!("/v1/wallets/{wallet}?min_position={position}"))
+            .await;
+        if status != 503 || std::time::Instant::now() > deadline {
+            break (status, w);
+        }
+    };
     assert_eq!(status, 200, "{w}");
     (
         w["pending_minor"].as_i64().expect("pending"),

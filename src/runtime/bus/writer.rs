@@ -1,4 +1,5 @@
-//! The writer task of one aggregate type: group commit (see [`super`]).
+//! Deciding and appending one batch of the writer task (the task's loop:
+//! [`super::pipeline`]).
 //!
 //! A queued [`Pending`] is one command, or the items of an atomic batch (all or
 //! nothing, in order). A batch is decided in passes on the streams' pre-batch
@@ -10,14 +11,13 @@
 
 use super::{
     load, load_many, lock, seal_decided, BusError, CommandEnvelope, CommandOutcome, Inner, Loaded,
-    BATCH_COMMANDS_MAX, CONFLICT_BACKOFF_MS_MAX, CONFLICT_RETRIES_MAX, LINGER_YIELDS_MAX,
+    CONFLICT_BACKOFF_MS_MAX, CONFLICT_RETRIES_MAX,
 };
 use crate::infra::store::lookups::{existing_ledger_refs, RefKey};
 use crate::infra::store::{CommittedUnit, EventView, LedgerRefRow, StoreError, UnitOfWork};
 use factledger_aggregates::Decide;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 pub(super) struct Pending<A: Decide> {
     /// One command, or the items of an atomic batch in request order.
@@ -27,7 +27,7 @@ pub(super) struct Pending<A: Decide> {
 }
 
 impl<A: Decide> Pending<A> {
-    fn commands(&self) -> usize {
+    pub(super) fn commands(&self) -> usize {
         self.envs.len()
     }
 }
@@ -44,70 +44,7 @@ pub(super) enum Failure<E: std::error::Error> {
     KeyRace,
 }
 
-pub(super) async fn writer_loop<A>(inner: Arc<Inner<A>>, mut rx: mpsc::Receiver<Pending<A>>)
-where
-    A: Decide + Clone + 'static,
-    A::Command: Clone + Send + 'static,
-    A::Event: Send,
-    A::Error: Send + 'static,
-{
-    // Size of the previous batch: the callers it answered are likely to send their
-    // next commands right away, so wait briefly for as many before committing.
-    let mut expected = 1usize;
-    while let Some(first) = rx.recv().await {
-        let mut commands = first.commands();
-        let mut batch = vec![first];
-        let mut yields = 0;
-        loop {
-            while commands < BATCH_COMMANDS_MAX {
-                match rx.try_recv() {
-                    Ok(p) => {
-                        commands += p.commands();
-                        batch.push(p);
-                    }
-                    Err(_) => break,
-                }
-            }
-            if commands >= BATCH_COMMANDS_MAX
-                || batch.len() >= expected
-                || yields >= LINGER_YIELDS_MAX
-            {
-                break;
-            }
-            yields += 1;
-            tokio::task::yield_now().await;
-        }
-        expected = batch.len();
-        metrics::histogram!("factledger_bus_batch_commands", "aggregate" => A::TYPE)
-            .record(commands as f64);
-        let mut retries = 0;
-        let failed = loop {
-            match try_batch(&inner, batch).await {
-                None => break Vec::new(),
-                // Another process moved a stream: no command is at fault, so re-decide
-                // the whole batch on fresh state (the failed streams were evicted from
-                // the cache) and keep group commit, instead of degrading every command
-                // to a transaction of its own while the other process keeps writing.
-                Some((failed, StoreError::Conflict { .. }))
-                    if failed.len() > 1 && retries + 1 < CONFLICT_RETRIES_MAX =>
-                {
-                    retries += 1;
-                    metrics::counter!("factledger_bus_conflict_retries_total", "aggregate" => A::TYPE)
-                        .increment(1);
-                    batch = failed;
-                }
-                Some((failed, _)) => break failed,
-            }
-        };
-        // One transaction for all failed: re-run each alone so the culprit fails alone
-        // and the others commit.
-        for p in failed {
-            run_single(&inner, p).await;
-        }
-    }
-}
-
-async fn run_single<A>(inner: &Inner<A>, mut p: Pending<A>)
+pub(super) async fn run_single<A>(inner: &Inner<A>, mut p: Pending<A>)
 where
     A: Decide + Clone,
     A::Command: Clone,
@@ -145,7 +82,9 @@ where
     }
 }
 
-struct Accepted<A: Decide> {
+pub(super) struct Accepted<A: Decide> {
+    /// Its place in the batch as taken from the queue.
+    order: usize,
     pending: Pending<A>,
     units: Vec<UnitOfWork>,
     views: Vec<Vec<EventView>>,
@@ -158,7 +97,7 @@ fn ref_key(r: &LedgerRefRow) -> RefKey {
 /// Decide every command of the batch and append all resulting units in one
 /// transaction. Replies to every command it settles; returns the ones whose units
 /// were in a failed append, with the error.
-async fn try_batch<A>(
+pub(super) async fn try_batch<A>(
     inner: &Inner<A>,
     mut batch: Vec<Pending<A>>,
 ) -> Option<(Vec<Pending<A>>, StoreError)>
@@ -167,15 +106,13 @@ where
     A::Command: Clone,
 {
     // The streams' states before this batch, loaded once for every pass.
-    let missing = uncached(inner, &batch);
+    let missing = uncached_beyond(inner, &batch, &HashMap::new());
     let mut base = preload(inner, missing).await;
     loop {
-        let (mut accepted, later, work) = decide_all(inner, &mut base, batch).await;
-        match refuse_taken_refs(inner, accepted, later).await {
-            Ok((kept, later)) => {
-                accepted = kept;
-                return commit(inner, accepted, later, work).await;
-            }
+        let mut decided = decide_all(inner, &mut base, batch).await;
+        decided.answer_refusals();
+        match decided.checked_refs(inner).await {
+            Ok(ready) => return land(inner, launch(inner, ready)).await,
             // Commands held stored references: they were answered; decide the others
             // again on the pre-batch states.
             Err(rest) => batch = rest,
@@ -183,13 +120,18 @@ where
     }
 }
 
-/// The batch's streams the cache does not hold, each once.
-fn uncached<A: Decide>(inner: &Inner<A>, batch: &[Pending<A>]) -> Vec<String> {
+/// The batch's streams neither the cache nor `known` hold, each once.
+pub(super) fn uncached_beyond<A: Decide>(
+    inner: &Inner<A>,
+    batch: &[Pending<A>],
+    known: &HashMap<String, Loaded<A>>,
+) -> Vec<String> {
     let cache = lock(&inner.cache);
     let mut seen = HashSet::new();
     let mut missing = Vec::new();
     for env in batch.iter().flat_map(|p| &p.envs) {
-        if !cache.contains_key(&env.aggregate_id) && seen.insert(env.aggregate_id.as_str()) {
+        let id = env.aggregate_id.as_str();
+        if !cache.contains_key(id) && !known.contains_key(id) && seen.insert(id) {
             missing.push(env.aggregate_id.clone());
         }
     }
@@ -198,7 +140,7 @@ fn uncached<A: Decide>(inner: &Inner<A>, batch: &[Pending<A>]) -> Vec<String> {
 
 /// The pre-batch states of `missing` in one read (`load_many`); a stream it misses
 /// is loaded alone when it is needed.
-async fn preload<A>(inner: &Inner<A>, missing: Vec<String>) -> HashMap<String, Loaded<A>>
+pub(super) async fn preload<A>(inner: &Inner<A>, missing: Vec<String>) -> HashMap<String, Loaded<A>>
 where
     A: Decide + Clone,
 {
@@ -234,17 +176,73 @@ where
     Ok(l)
 }
 
-type Decided<A> = (
-    Vec<Accepted<A>>,
-    Vec<Pending<A>>,
-    HashMap<String, Loaded<A>>,
+/// A batch decided: what to append, what waits for after it, what was refused, and
+/// the working states it leaves.
+pub(super) struct Decided<A: Decide> {
+    accepted: Vec<Accepted<A>>,
+    /// An idempotency key already in the batch: settled after it.
+    later: Vec<(usize, Pending<A>)>,
+    /// Refused, not answered yet: (order, pending, item index, failure).
+    refused: Vec<Refused<A>>,
+    pub(super) work: HashMap<String, Loaded<A>>,
+}
+
+type Refused<A> = (
+    usize,
+    Pending<A>,
+    usize,
+    Failure<<A as cqrs_es::Aggregate>::Error>,
 );
 
-/// One pass: decide every pending in order on working states. Refusals are answered
-/// here; an atomic batch with a refused item leaves no trace in the working states.
-/// Returns the accepted, the ones deferred after the batch (an idempotency key
-/// already in it) and the working states.
-async fn decide_all<A>(
+/// Units ready to append, with their callers.
+pub(super) struct Ready<A: Decide> {
+    accepted: Vec<Accepted<A>>,
+    later: Vec<Pending<A>>,
+    work: HashMap<String, Loaded<A>>,
+}
+
+impl<A: Decide + Clone> Decided<A>
+where
+    A::Command: Clone,
+{
+    /// Answer the refusals (once the states they were decided on are real).
+    pub(super) fn answer_refusals(&mut self) {
+        for (_, p, i, failure) in self.refused.drain(..) {
+            let _ = p.reply.send(Err((i, failure)));
+        }
+    }
+
+    /// Every command back, unanswered, in queue order: the batch was decided on
+    /// states that did not come to be.
+    pub(super) fn into_pendings(self) -> Vec<Pending<A>> {
+        let mut all: Vec<(usize, Pending<A>)> = self
+            .accepted
+            .into_iter()
+            .map(|a| (a.order, a.pending))
+            .chain(self.later)
+            .chain(self.refused.into_iter().map(|(o, p, _, _)| (o, p)))
+            .collect();
+        all.sort_by_key(|(o, _)| *o);
+        all.into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// Look the accepted commands' ledger references up (see [`refuse_taken_refs`]):
+    /// ready to append, or the commands to decide again.
+    pub(super) async fn checked_refs(self, inner: &Inner<A>) -> Result<Ready<A>, Vec<Pending<A>>> {
+        let later = self.later.into_iter().map(|(_, p)| p).collect();
+        let (accepted, later) = refuse_taken_refs(inner, self.accepted, later).await?;
+        Ok(Ready {
+            accepted,
+            later,
+            work: self.work,
+        })
+    }
+}
+
+/// One pass: decide every pending in order on working states (`base`: the states
+/// before the batch, filled as streams are read). Refusals are kept for the caller to
+/// answer; an atomic batch with a refused item leaves no trace in the working states.
+pub(super) async fn decide_all<A>(
     inner: &Inner<A>,
     base: &mut HashMap<String, Loaded<A>>,
     batch: Vec<Pending<A>>,
@@ -255,11 +253,12 @@ where
 {
     let mut work: HashMap<String, Loaded<A>> = HashMap::new();
     let mut accepted: Vec<Accepted<A>> = Vec::with_capacity(batch.len());
-    let mut later: Vec<Pending<A>> = Vec::new();
+    let mut later = Vec::new();
+    let mut refused = Vec::new();
     let mut keys = HashSet::new();
     let mut refs = HashSet::new();
     let keyring = inner.store.keyring().clone();
-    for p in batch {
+    for (order, p) in batch.into_iter().enumerate() {
         let pkeys: Vec<(String, String)> = p
             .envs
             .iter()
@@ -269,7 +268,7 @@ where
         if pkeys.iter().any(|k| keys.contains(k)) {
             // The same key twice in one batch: settle it after this batch, when the
             // first one's record is visible.
-            later.push(p);
+            later.push((order, p));
             continue;
         }
         keys.extend(pkeys);
@@ -324,16 +323,22 @@ where
                     };
                 }
             }
-            let _ = p.reply.send(Err((i, failure)));
+            refused.push((order, p, i, failure));
             continue;
         }
         accepted.push(Accepted {
+            order,
             pending: p,
             units,
             views,
         });
     }
-    (accepted, later, work)
+    Decided {
+        accepted,
+        later,
+        refused,
+        work,
+    }
 }
 
 /// A refused decision as the caller hears it. A repeated request decided again after
@@ -412,28 +417,67 @@ where
     Err(rest)
 }
 
-/// Append every accepted unit in one transaction and answer their callers; then the
-/// deferred ones, alone.
-async fn commit<A>(
-    inner: &Inner<A>,
-    mut accepted: Vec<Accepted<A>>,
+/// A batch whose append is in flight (its own task), with what settling it needs.
+pub(super) struct Flight<A: Decide> {
+    append: tokio::task::JoinHandle<Result<Vec<CommittedUnit>, StoreError>>,
+    accepted: Vec<Accepted<A>>,
+    counts: Vec<usize>,
     later: Vec<Pending<A>>,
-    work: HashMap<String, Loaded<A>>,
-) -> Option<(Vec<Pending<A>>, StoreError)>
-where
-    A: Decide + Clone,
-    A::Command: Clone,
-{
+    /// The states the batch leaves once it commits.
+    pub(super) work: HashMap<String, Loaded<A>>,
+}
+
+/// Start appending every accepted unit in one transaction.
+pub(super) fn launch<A: Decide>(inner: &Inner<A>, ready: Ready<A>) -> Flight<A> {
+    let Ready {
+        mut accepted,
+        later,
+        work,
+    } = ready;
     let counts: Vec<usize> = accepted.iter().map(|a| a.units.len()).collect();
     let units: Vec<UnitOfWork> = accepted
         .iter_mut()
         .flat_map(|a| a.units.drain(..))
         .collect();
-    let result = if units.is_empty() {
-        Ok(Vec::new())
-    } else {
-        inner.store.append(&units).await
-    };
+    let store = inner.store.clone();
+    let append = tokio::spawn(async move {
+        if units.is_empty() {
+            Ok(Vec::new())
+        } else {
+            store.append(&units).await
+        }
+    });
+    Flight {
+        append,
+        accepted,
+        counts,
+        later,
+        work,
+    }
+}
+
+/// Wait for a batch's append and answer its callers; then the deferred ones, alone.
+/// Returns the commands of a failed append, with the error.
+pub(super) async fn land<A>(
+    inner: &Inner<A>,
+    flight: Flight<A>,
+) -> Option<(Vec<Pending<A>>, StoreError)>
+where
+    A: Decide + Clone,
+    A::Command: Clone,
+{
+    let Flight {
+        append,
+        accepted,
+        counts,
+        later,
+        work,
+    } = flight;
+    let result = append.await.unwrap_or_else(|e| {
+        Err(StoreError::OutcomeUnknown(format!(
+            "the append task ended without an answer: {e}"
+        )))
+    });
     match result {
         Ok(committed) => {
             {

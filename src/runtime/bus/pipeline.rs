@@ -1,0 +1,181 @@
+//! The writer task of one aggregate type: group commit, pipelined.
+//!
+//! While batch N's append is in flight (its own task), the writer takes the commands
+//! queued meanwhile and decides them as batch N+1 on the states N leaves. When N
+//! commits, N's callers are answered, then N+1's refusals, its ledger references
+//! are looked up and its append starts — so deciding (and sealing: JSON, hashes, the
+//! SQL) overlaps the database's round trip instead of following it.
+//!
+//! Nothing of N+1 is answered before N's outcome is known: a refusal decided on N's
+//! states is only true if N commits. If N fails, every command of N+1 is taken back
+//! unanswered, N's failure is handled as without pipelining (conflicts re-decided,
+//! each command then alone), and N+1's commands are decided again from the stored
+//! states. Even a batch appended on states that did not come to be could not commit:
+//! each stream's guard checks the exact head (number and hash) it was decided on.
+//! Items of one stream keep their queue order throughout.
+
+use super::writer::{
+    decide_all, land, launch, preload, run_single, try_batch, uncached_beyond, Flight, Pending,
+};
+use super::{Inner, BATCH_COMMANDS_MAX, CONFLICT_RETRIES_MAX, LINGER_YIELDS_MAX};
+use crate::infra::store::StoreError;
+use factledger_aggregates::Decide;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+pub(super) async fn writer_loop<A>(inner: Arc<Inner<A>>, mut rx: mpsc::Receiver<Pending<A>>)
+where
+    A: Decide + Clone + 'static,
+    A::Command: Clone + Send + 'static,
+    A::Event: Send,
+    A::Error: Send + 'static,
+{
+    // Size of the previous batch: the callers it answered are likely to send their
+    // next commands right away, so wait briefly for as many before committing.
+    let mut expected = 1usize;
+    let mut flight: Option<Flight<A>> = None;
+    loop {
+        let batch = match &flight {
+            None => match rx.recv().await {
+                Some(first) => gather(&mut rx, first, expected, true).await,
+                None => break,
+            },
+            // The callers of the batch in flight wait for it: take what is queued.
+            Some(_) => match rx.try_recv() {
+                Ok(first) => gather(&mut rx, first, expected, false).await,
+                Err(_) => Vec::new(),
+            },
+        };
+        if !batch.is_empty() {
+            expected = batch.len();
+            metrics::histogram!("factledger_bus_batch_commands", "aggregate" => A::TYPE)
+                .record(batch.iter().map(Pending::commands).sum::<usize>() as f64);
+        }
+        let Some(previous) = flight.take() else {
+            flight = start(&inner, batch).await;
+            continue;
+        };
+        if batch.is_empty() {
+            settle(&inner, previous).await;
+            continue;
+        }
+        // Decide the next batch on the states the one in flight leaves.
+        let mut base = previous.work.clone();
+        let missing = uncached_beyond(&inner, &batch, &base);
+        base.extend(preload(&inner, missing).await);
+        let mut decided = decide_all(&inner, &mut base, batch).await;
+        match land(&inner, previous).await {
+            None => {
+                decided.answer_refusals();
+                flight = match decided.checked_refs(&inner).await {
+                    Ok(ready) => Some(launch(&inner, ready)),
+                    Err(rest) => start(&inner, rest).await,
+                };
+            }
+            Some((failed, e)) => {
+                let back = decided.into_pendings();
+                recover(&inner, failed, e).await;
+                flight = start(&inner, back).await;
+            }
+        }
+    }
+    if let Some(f) = flight {
+        settle(&inner, f).await;
+    }
+}
+
+/// The first command and whatever else is queued, up to [`BATCH_COMMANDS_MAX`]
+/// commands; with `linger`, yielding a few times for the callers of the previous
+/// batch to send their next ones.
+async fn gather<A: Decide>(
+    rx: &mut mpsc::Receiver<Pending<A>>,
+    first: Pending<A>,
+    expected: usize,
+    linger: bool,
+) -> Vec<Pending<A>> {
+    let mut commands = first.commands();
+    let mut batch = vec![first];
+    let mut yields = 0;
+    loop {
+        while commands < BATCH_COMMANDS_MAX {
+            match rx.try_recv() {
+                Ok(p) => {
+                    commands += p.commands();
+                    batch.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        if !linger
+            || commands >= BATCH_COMMANDS_MAX
+            || batch.len() >= expected
+            || yields >= LINGER_YIELDS_MAX
+        {
+            return batch;
+        }
+        yields += 1;
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Decide a batch on the stored states and start its append (nothing in flight).
+async fn start<A>(inner: &Inner<A>, mut batch: Vec<Pending<A>>) -> Option<Flight<A>>
+where
+    A: Decide + Clone,
+    A::Command: Clone,
+{
+    if batch.is_empty() {
+        return None;
+    }
+    let missing = uncached_beyond(inner, &batch, &HashMap::new());
+    let mut base = preload(inner, missing).await;
+    loop {
+        let mut decided = decide_all(inner, &mut base, batch).await;
+        decided.answer_refusals();
+        match decided.checked_refs(inner).await {
+            Ok(ready) => return Some(launch(inner, ready)),
+            Err(rest) => batch = rest,
+        }
+    }
+}
+
+/// Wait for a batch in flight and handle its failure, if any.
+async fn settle<A>(inner: &Inner<A>, flight: Flight<A>)
+where
+    A: Decide + Clone,
+    A::Command: Clone,
+{
+    if let Some((failed, e)) = land(inner, flight).await {
+        recover(inner, failed, e).await;
+    }
+}
+
+/// The commands of a failed append. Another process moved a stream: no command is
+/// at fault, so the whole batch is decided again on fresh states (the failed streams
+/// were evicted from the cache), keeping group commit instead of degrading every
+/// command to a transaction of its own while the other process keeps writing.
+/// Anything else: each command alone, so the culprit fails alone and the others
+/// commit.
+async fn recover<A>(inner: &Inner<A>, mut failed: Vec<Pending<A>>, mut e: StoreError)
+where
+    A: Decide + Clone,
+    A::Command: Clone,
+{
+    let mut retries = 0;
+    while matches!(e, StoreError::Conflict { .. })
+        && failed.len() > 1
+        && retries + 1 < CONFLICT_RETRIES_MAX
+    {
+        retries += 1;
+        metrics::counter!("factledger_bus_conflict_retries_total", "aggregate" => A::TYPE)
+            .increment(1);
+        match try_batch(inner, failed).await {
+            None => return,
+            Some((f, err)) => (failed, e) = (f, err),
+        }
+    }
+    for p in failed {
+        run_single(inner, p).await;
+    }
+}
