@@ -55,6 +55,9 @@ mod assemble;
 mod facts;
 mod pick;
 mod sweep;
+mod write;
+#[cfg(test)]
+mod write_tests;
 #[allow(unused_imports)]
 use facts::*;
 #[allow(unused_imports)]
@@ -280,17 +283,25 @@ async fn recompute_chunk(tx: &mut Tx, sms: &[StationMonth]) -> Result<(), Step> 
 
 /// Fold a batch of events into the fact tables and recompute every station-month it
 /// affects, inside `tx`. Touches are resolved before each event's write (its old
-/// readers) and after it (its new readers).
+/// readers) and after it (its new readers). Puts are held back and sent in multi-row
+/// statements (`write`) until a resolution or the recomputation reads the tables.
 async fn apply_in(tx: &mut Tx, batch: &[(i64, Folded)]) -> Result<usize, Step> {
     let mut affected = BTreeSet::new();
+    let mut writer = write::FactWriter::default();
     for (position, folded) in batch {
+        if !folded.touches.is_empty() {
+            writer.flush(tx).await?;
+        }
         for touch in &folded.touches {
             resolve(tx, *touch, &mut affected)
                 .await
                 .map_err(|e| at(e, *position))?;
         }
         for op in &folded.ops {
-            write_op(tx, op, *position).await?;
+            writer.write(tx, op, *position).await?;
+        }
+        if !folded.touches.is_empty() {
+            writer.flush(tx).await?;
         }
         for touch in &folded.touches {
             resolve(tx, *touch, &mut affected)
@@ -298,6 +309,8 @@ async fn apply_in(tx: &mut Tx, batch: &[(i64, Folded)]) -> Result<usize, Step> {
                 .map_err(|e| at(e, *position))?;
         }
     }
+    writer.flush(tx).await?;
+    written(&writer);
     let last = batch.last().map_or(0, |(p, _)| *p);
     recompute_in(tx, &affected).await.map_err(|e| at(e, last))?;
     Ok(affected.len())
@@ -334,12 +347,25 @@ fn fold_event(e: &StoredEvent) -> Result<Option<Folded>, ProjectionError> {
 /// Write the fact ops of a batch, nothing recomputed: a bulk batch or a full rebuild,
 /// which recompute every station-month afterwards.
 async fn fold_in(tx: &mut Tx, batch: &[(i64, Folded)]) -> Result<(), Step> {
+    let mut writer = write::FactWriter::default();
     for (position, folded) in batch {
         for op in &folded.ops {
-            write_op(tx, op, *position).await?;
+            writer.write(tx, op, *position).await?;
         }
     }
+    writer.flush(tx).await?;
+    written(&writer);
     Ok(())
+}
+
+/// Log (debug) how many statements a batch's fact ops took.
+fn written(writer: &write::FactWriter) {
+    tracing::debug!(
+        projection = NAME,
+        ops = writer.ops,
+        statements = writer.statements,
+        "bill facts written"
+    );
 }
 
 /// Apply a batch and move the checkpoint `from → to` in ONE transaction: recomputing

@@ -1,15 +1,16 @@
-//! Folding events into the bill fact tables (one fact op each, `REPLACE INTO`), and
-//! resolving which station-months a touched fact affects (before and after its write).
+//! Folding events into the bill fact tables (the values of a fact op's row; `write`
+//! sends them), and resolving which station-months a touched fact affects (before and
+//! after its write).
 
 #[allow(unused_imports)]
 use super::*;
 use crate::infra::db::Tx;
-use factledger_projections::bill::fold::{self, FactOp, Touch};
+use factledger_projections::bill::fold::{self, Touch};
 use factledger_projections::bill::tables::{
-    CUSTOMER_BILL_PARTNER, OPENING_DEDUCTIONS, OPENING_PAID, PARTNER_BILLS, RESULTS,
+    OPENING_DEDUCTIONS, OPENING_PAID, PARTNER_BILLS, RESULTS,
 };
 use factledger_projections::bill::StationMonth;
-use factledger_projections::table::{Cell, ColType, Column, MemRow, TableDef};
+use factledger_projections::table::{Cell, ColType, Column, TableDef};
 use std::collections::BTreeSet;
 
 // ---------------------------------------------------------------------------------
@@ -30,87 +31,6 @@ pub(super) fn ordered(def: &TableDef, row: &[(&'static str, Cell)]) -> Result<Ve
                 .ok_or_else(|| format!("{}: column {} missing", def.name, c.name))
         })
         .collect()
-}
-
-pub(super) fn insert_sql(verb: &str, table: &str, columns: &[&str]) -> String {
-    let marks = vec!["?"; columns.len()].join(", ");
-    format!(
-        "{verb} INTO {table} ({}) VALUES ({marks})",
-        columns.join(", ")
-    )
-}
-
-/// Write one fact op. `REPLACE INTO` is the same on both backends.
-pub(super) async fn write_op(tx: &mut Tx, op: &FactOp, position: i64) -> Result<(), Step> {
-    match op {
-        FactOp::Put { table, row } => {
-            let values = ordered(table, row).map_err(bad(position))?;
-            let names: Vec<&str> = table.columns.iter().map(|c| c.name).collect();
-            tx.exec(&insert_sql("REPLACE", table.name, &names), &values)
-                .await?;
-            if table.name == PARTNER_BILLS.name {
-                let row: MemRow = row.iter().cloned().collect();
-                let (id, identity) = fold::partner_bill_identity(&row).map_err(bad(position))?;
-                ensure_partner_row(tx, id, &identity).await?;
-            }
-        }
-        FactOp::Set { table, key, set } => {
-            let mut sets = Vec::new();
-            let mut values = Vec::new();
-            for (n, v) in set {
-                sets.push(format!("{n} = ?"));
-                values.push(v.clone());
-            }
-            let mut wheres = Vec::new();
-            for (n, v) in key {
-                wheres.push(format!("{n} = ?"));
-                values.push(v.clone());
-            }
-            let sql = format!(
-                "UPDATE {} SET {} WHERE {}",
-                table.name,
-                sets.join(", "),
-                wheres.join(" AND ")
-            );
-            // Both backends count matched rows (sqlx asks MariaDB for CLIENT_FOUND_ROWS).
-            if tx.exec(&sql, &values).await? != 1 {
-                return Err(Step::Event {
-                    position,
-                    reason: format!("{sql}: no recorded row to update ({key:?})"),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The partner bill's row in `fi_customer_bill_partner`: identity columns from its
-/// fact; inserted with an empty payment projection the first time.
-pub(super) async fn ensure_partner_row(
-    tx: &mut Tx,
-    id: i64,
-    identity: &[(&'static str, Cell)],
-) -> Result<(), Step> {
-    let sets: Vec<String> = identity.iter().map(|(n, _)| format!("{n} = ?")).collect();
-    let mut values: Vec<Cell> = identity.iter().map(|(_, v)| v.clone()).collect();
-    values.push(Cell::Int(id));
-    let sql = format!(
-        "UPDATE {} SET {} WHERE id = ?",
-        CUSTOMER_BILL_PARTNER.name,
-        sets.join(", ")
-    );
-    if tx.exec(&sql, &values).await? == 0 {
-        let mut names = vec!["id"];
-        names.extend(identity.iter().map(|(n, _)| *n));
-        let mut values = vec![Cell::Int(id)];
-        values.extend(identity.iter().map(|(_, v)| v.clone()));
-        tx.exec(
-            &insert_sql("INSERT", CUSTOMER_BILL_PARTNER.name, &names),
-            &values,
-        )
-        .await?;
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------
