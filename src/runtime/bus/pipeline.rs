@@ -2,9 +2,12 @@
 //!
 //! While batch N's append is in flight (its own task), the writer takes the commands
 //! queued meanwhile and decides them as batch N+1 on the states N leaves. When N
-//! commits, N's callers are answered, then N+1's refusals, its ledger references
-//! are looked up and its append starts — so deciding (and sealing: JSON, hashes, the
-//! SQL) overlaps the database's round trip instead of following it.
+//! commits, N's callers are answered, the commands that arrived since join N+1
+//! (decided on after the others), N+1's refusals are answered, its ledger references
+//! looked up and its append started — so deciding (and sealing: JSON, hashes, the
+//! SQL) overlaps the database's round trip, and each commit still carries every
+//! command that was waiting for it (appends are serial: the sequence row is locked
+//! to COMMIT, so commands per commit is what throughput is made of).
 //!
 //! Nothing of N+1 is answered before N's outcome is known: a refusal decided on N's
 //! states is only true if N commits. If N fails, every command of N+1 is taken back
@@ -15,7 +18,8 @@
 //! Items of one stream keep their queue order throughout.
 
 use super::writer::{
-    decide_all, land, launch, preload, run_single, try_batch, uncached_beyond, Flight, Pending,
+    decide_all, decide_more, land, launch, preload, run_single, try_batch, uncached_beyond, Flight,
+    Pending,
 };
 use super::{Inner, BATCH_COMMANDS_MAX, CONFLICT_RETRIES_MAX, LINGER_YIELDS_MAX};
 use crate::infra::store::StoreError;
@@ -67,6 +71,15 @@ where
         let mut decided = decide_all(&inner, &mut base, batch).await;
         match land(&inner, previous).await {
             None => {
+                // What arrived while it was in flight joins this batch: a commit then
+                // carries every command waiting, not only those decided early.
+                let room = BATCH_COMMANDS_MAX.saturating_sub(decided.commands());
+                let more = take_queued(&mut rx, room);
+                if !more.is_empty() {
+                    let missing = uncached_beyond(&inner, &more, &base);
+                    base.extend(preload(&inner, missing).await);
+                    decided = decide_more(&inner, &mut base, decided, more).await;
+                }
                 decided.answer_refusals();
                 flight = match decided.checked_refs(&inner).await {
                     Ok(ready) => Some(launch(&inner, ready)),
@@ -117,6 +130,23 @@ async fn gather<A: Decide>(
         yields += 1;
         tokio::task::yield_now().await;
     }
+}
+
+/// Whatever is queued, up to `room` commands (at least one pending when there is
+/// room at all), without waiting.
+fn take_queued<A: Decide>(rx: &mut mpsc::Receiver<Pending<A>>, room: usize) -> Vec<Pending<A>> {
+    let mut more = Vec::new();
+    let mut commands = 0;
+    while commands < room {
+        match rx.try_recv() {
+            Ok(p) => {
+                commands += p.commands();
+                more.push(p);
+            }
+            Err(_) => break,
+        }
+    }
+    more
 }
 
 /// Decide a batch on the stored states and start its append (nothing in flight).

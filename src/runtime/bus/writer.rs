@@ -185,6 +185,25 @@ pub(super) struct Decided<A: Decide> {
     /// Refused, not answered yet: (order, pending, item index, failure).
     refused: Vec<Refused<A>>,
     pub(super) work: HashMap<String, Loaded<A>>,
+    /// Idempotency keys and ledger references the batch holds so far.
+    keys: HashSet<(String, String)>,
+    refs: HashSet<factledger_aggregates::decide::LedgerRef>,
+    /// The queue order of the next command taken in.
+    next_order: usize,
+}
+
+impl<A: Decide> Default for Decided<A> {
+    fn default() -> Self {
+        Self {
+            accepted: Vec::new(),
+            later: Vec::new(),
+            refused: Vec::new(),
+            work: HashMap::new(),
+            keys: HashSet::new(),
+            refs: HashSet::new(),
+            next_order: 0,
+        }
+    }
 }
 
 type Refused<A> = (
@@ -205,6 +224,20 @@ impl<A: Decide + Clone> Decided<A>
 where
     A::Command: Clone,
 {
+    /// Commands taken in so far.
+    pub(super) fn commands(&self) -> usize {
+        self.accepted
+            .iter()
+            .map(|a| a.pending.commands())
+            .sum::<usize>()
+            + self.later.iter().map(|(_, p)| p.commands()).sum::<usize>()
+            + self
+                .refused
+                .iter()
+                .map(|(_, p, _, _)| p.commands())
+                .sum::<usize>()
+    }
+
     /// Answer the refusals (once the states they were decided on are real).
     pub(super) fn answer_refusals(&mut self) {
         for (_, p, i, failure) in self.refused.drain(..) {
@@ -251,14 +284,35 @@ where
     A: Decide + Clone,
     A::Command: Clone,
 {
-    let mut work: HashMap<String, Loaded<A>> = HashMap::new();
-    let mut accepted: Vec<Accepted<A>> = Vec::with_capacity(batch.len());
-    let mut later = Vec::new();
-    let mut refused = Vec::new();
-    let mut keys = HashSet::new();
-    let mut refs = HashSet::new();
+    decide_more(inner, base, Decided::default(), batch).await
+}
+
+/// [`decide_all`] continued: `batch` decided after the commands `decided` holds, on
+/// its working states (the commands that arrived while the batch before was in
+/// flight, taken in before it is appended).
+pub(super) async fn decide_more<A>(
+    inner: &Inner<A>,
+    base: &mut HashMap<String, Loaded<A>>,
+    decided: Decided<A>,
+    batch: Vec<Pending<A>>,
+) -> Decided<A>
+where
+    A: Decide + Clone,
+    A::Command: Clone,
+{
+    let Decided {
+        mut accepted,
+        mut later,
+        mut refused,
+        mut work,
+        mut keys,
+        mut refs,
+        next_order,
+    } = decided;
     let keyring = inner.store.keyring().clone();
-    for (order, p) in batch.into_iter().enumerate() {
+    let first = next_order;
+    let taken = batch.len();
+    for (order, p) in (first..).zip(batch) {
         let pkeys: Vec<(String, String)> = p
             .envs
             .iter()
@@ -338,6 +392,9 @@ where
         later,
         refused,
         work,
+        keys,
+        refs,
+        next_order: first + taken,
     }
 }
 
