@@ -18,8 +18,8 @@
 //! Items of one stream keep their queue order throughout.
 
 use super::writer::{
-    decide_all, decide_more, land, launch, preload, run_single, try_batch, uncached_beyond, Flight,
-    Pending,
+    decide_all, decide_more, land, launch, preload, run_single, try_batch, uncached_beyond,
+    Decided, Flight, Pending,
 };
 use super::{Inner, BATCH_COMMANDS_MAX, CONFLICT_RETRIES_MAX, LINGER_YIELDS_MAX};
 use crate::infra::store::StoreError;
@@ -68,7 +68,8 @@ where
         let mut base = previous.work.clone();
         let missing = uncached_beyond(&inner, &batch, &base);
         base.extend(preload(&inner, missing).await);
-        let mut decided = decide_all(&inner, &mut base, batch).await;
+        let pending = Decided::after(previous.keys.clone());
+        let mut decided = decide_more(&inner, &mut base, pending, batch).await;
         match land(&inner, previous).await {
             None => {
                 // What arrived while it was in flight joins this batch: a commit then
@@ -80,7 +81,7 @@ where
                     base.extend(preload(&inner, missing).await);
                     decided = decide_more(&inner, &mut base, decided, more).await;
                 }
-                decided.answer_refusals();
+                decided.answer_refusals(&inner).await;
                 flight = match decided.checked_refs(&inner).await {
                     Ok(ready) => Some(launch(&inner, ready)),
                     Err(rest) => start(&inner, rest).await,
@@ -162,7 +163,7 @@ where
     let mut base = preload(inner, missing).await;
     loop {
         let mut decided = decide_all(inner, &mut base, batch).await;
-        decided.answer_refusals();
+        decided.answer_refusals(inner).await;
         match decided.checked_refs(inner).await {
             Ok(ready) => return Some(launch(inner, ready)),
             Err(rest) => batch = rest,
@@ -203,6 +204,17 @@ where
         match try_batch(inner, failed).await {
             None => return,
             Some((f, err)) => (failed, e) = (f, err),
+        }
+    }
+    // One command whose reference is taken: that is its answer (running it again
+    // alone would only fail the same way).
+    if let (StoreError::DuplicateLedgerRef(r), [one]) = (&e, failed.as_slice()) {
+        if one.envs.len() == 1 && one.envs[0].idempotency.is_none() {
+            if let Some(p) = failed.pop() {
+                let dup = super::BusError::DuplicateLedgerRef(r.clone());
+                let _ = p.reply.send(Err((0, super::Failure::Bus(dup))));
+            }
+            return;
         }
     }
     for p in failed {

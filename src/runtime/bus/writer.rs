@@ -110,7 +110,7 @@ where
     let mut base = preload(inner, missing).await;
     loop {
         let mut decided = decide_all(inner, &mut base, batch).await;
-        decided.answer_refusals();
+        decided.answer_refusals(inner).await;
         match decided.checked_refs(inner).await {
             Ok(ready) => return land(inner, launch(inner, ready)).await,
             // Commands held stored references: they were answered; decide the others
@@ -192,6 +192,17 @@ pub(super) struct Decided<A: Decide> {
     next_order: usize,
 }
 
+impl<A: Decide> Decided<A> {
+    /// Nothing decided yet; commands with one of `keys` (the batch in flight's) wait
+    /// for after this batch.
+    pub(super) fn after(keys: HashSet<(String, String)>) -> Self {
+        Self {
+            keys,
+            ..Self::default()
+        }
+    }
+}
+
 impl<A: Decide> Default for Decided<A> {
     fn default() -> Self {
         Self {
@@ -218,6 +229,7 @@ pub(super) struct Ready<A: Decide> {
     accepted: Vec<Accepted<A>>,
     later: Vec<Pending<A>>,
     work: HashMap<String, Loaded<A>>,
+    keys: HashSet<(String, String)>,
 }
 
 impl<A: Decide + Clone> Decided<A>
@@ -239,8 +251,17 @@ where
     }
 
     /// Answer the refusals (once the states they were decided on are real).
-    pub(super) fn answer_refusals(&mut self) {
-        for (_, p, i, failure) in self.refused.drain(..) {
+    /// A refused command with a key is asked about here, not when it was decided: a
+    /// twin in the batch before may have committed since (then it is a replay).
+    pub(super) async fn answer_refusals(&mut self, inner: &Inner<A>) {
+        for (_, p, i, failure) in std::mem::take(&mut self.refused) {
+            let failure = match failure {
+                Failure::Bus(e) => {
+                    let idem = p.envs.get(i).and_then(|env| env.idempotency.clone());
+                    refusal(inner, idem, e).await
+                }
+                race => race,
+            };
             let _ = p.reply.send(Err((i, failure)));
         }
     }
@@ -261,13 +282,21 @@ where
 
     /// Look the accepted commands' ledger references up (see [`refuse_taken_refs`]):
     /// ready to append, or the commands to decide again.
+    /// A batch of one command skips the look-up: a duplicate fails only that command's
+    /// own append, which costs what the look-up would (and nothing when there is none).
     pub(super) async fn checked_refs(self, inner: &Inner<A>) -> Result<Ready<A>, Vec<Pending<A>>> {
+        let alone = self.commands() <= 1;
         let later = self.later.into_iter().map(|(_, p)| p).collect();
-        let (accepted, later) = refuse_taken_refs(inner, self.accepted, later).await?;
+        let (accepted, later) = if alone {
+            (self.accepted, later)
+        } else {
+            refuse_taken_refs(inner, self.accepted, later).await?
+        };
         Ok(Ready {
             accepted,
             later,
             work: self.work,
+            keys: self.keys,
         })
     }
 }
@@ -361,8 +390,7 @@ where
                     views.push(v);
                 }
                 Err(e) => {
-                    let idem = p.envs[i].idempotency.clone();
-                    failed = Some((i, refusal(inner, idem, e).await));
+                    failed = Some((i, Failure::Bus(e)));
                     break;
                 }
             }
@@ -482,6 +510,9 @@ pub(super) struct Flight<A: Decide> {
     later: Vec<Pending<A>>,
     /// The states the batch leaves once it commits.
     pub(super) work: HashMap<String, Loaded<A>>,
+    /// Its idempotency keys: the batch decided meanwhile defers a command with one of
+    /// them until after it (a replay, once this batch has committed).
+    pub(super) keys: HashSet<(String, String)>,
 }
 
 /// Start appending every accepted unit in one transaction.
@@ -490,6 +521,7 @@ pub(super) fn launch<A: Decide>(inner: &Inner<A>, ready: Ready<A>) -> Flight<A> 
         mut accepted,
         later,
         work,
+        keys,
     } = ready;
     let counts: Vec<usize> = accepted.iter().map(|a| a.units.len()).collect();
     let units: Vec<UnitOfWork> = accepted
@@ -510,6 +542,7 @@ pub(super) fn launch<A: Decide>(inner: &Inner<A>, ready: Ready<A>) -> Flight<A> 
         counts,
         later,
         work,
+        keys,
     }
 }
 
@@ -529,6 +562,7 @@ where
         counts,
         later,
         work,
+        ..
     } = flight;
     let result = append.await.unwrap_or_else(|e| {
         Err(StoreError::OutcomeUnknown(format!(
