@@ -7,6 +7,7 @@
 
 mod bill;
 mod bookings;
+mod http;
 mod ingest;
 mod jobs;
 mod payouts;
@@ -162,6 +163,10 @@ enum Cmd {
         #[arg(long, default_value_t = 900)]
         max_secs: u64,
     },
+    /// Load over HTTP against a real `factledger serve` child on a fresh database:
+    /// open loop at fixed rates (latency from the scheduled send, p99 search), closed
+    /// loop of fresh and of duplicate credits, and bulk `POST /v1/commands:batch`.
+    Http(http::Args),
     /// Jobs claimed and completed per second (issue 4, item 10).
     Jobs {
         #[arg(long, default_value = "mysql://root@127.0.0.1:3306/factledger_bench")]
@@ -303,6 +308,7 @@ async fn main() -> anyhow::Result<()> {
             };
             bill::bench(&database_url, &options).await?
         }
+        Cmd::Http(args) => http::bench(args).await?,
         Cmd::Jobs {
             database_url,
             jobs,

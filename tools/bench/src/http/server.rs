@@ -1,0 +1,195 @@
+//! The `factledger serve` child of `bench http`: a re-created database, a temporary
+//! working directory with its log, readiness, the admin key it mints, and a guard
+//! that kills it when dropped (an error or a panic in the bench included).
+
+use anyhow::Context;
+use sqlx::Connection;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// How long `serve` may take to migrate the empty database and answer `/health`.
+const READY_MAX: Duration = Duration::from_secs(120);
+/// The line `serve` prints on stdout once it listens.
+const LISTENING: &str = "factledger listening on http://";
+
+pub(super) struct Spawn<'a> {
+    pub(super) bin: &'a Path,
+    pub(super) database_url: &'a str,
+    pub(super) connections_max: usize,
+    pub(super) args: &'a [String],
+    pub(super) env: &'a [(String, String)],
+}
+
+/// A running `serve`; killed on drop.
+pub(super) struct Server {
+    child: Option<tokio::process::Child>,
+    pub(super) pid: u32,
+    pub(super) dir: PathBuf,
+    pub(super) log: PathBuf,
+    pub(super) base: String,
+    pub(super) key: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.start_kill();
+        }
+    }
+}
+
+impl Server {
+    pub(super) async fn start(s: &Spawn<'_>) -> anyhow::Result<Server> {
+        // Relative to this directory, not the child's.
+        let bin = std::fs::canonicalize(s.bin).with_context(|| {
+            format!(
+                "--serve-bin {}: not found (cargo build --release --bin factledger)",
+                s.bin.display()
+            )
+        })?;
+        fresh_database(s.database_url).await?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis();
+        let dir = std::env::temp_dir().join(format!(
+            "factledger-bench-http-{}-{stamp}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let log = dir.join("serve.log");
+        let out = std::fs::File::create(&log)?;
+        let mut command = tokio::process::Command::new(&bin);
+        command
+            .current_dir(&dir)
+            .env_remove("DATABASE_URL")
+            .env("RUST_LOG", "info")
+            .args(["--database-url", s.database_url, "serve"])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--connections-max", &s.connections_max.to_string()])
+            // One key sends everything: the per-key limit would be the bottleneck.
+            .args(["--rate-limit-per-key-rps", "1000000"])
+            .args(["--rate-limit-per-key-burst", "1000000"])
+            .args(s.args)
+            .envs(s.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true);
+        let child = command
+            .spawn()
+            .with_context(|| format!("start {} serve", bin.display()))?;
+        let pid = child.id().context("serve exited at once")?;
+        let mut server = Server {
+            child: Some(child),
+            pid,
+            dir,
+            log,
+            base: String::new(),
+            key: String::new(),
+        };
+        server.wait_ready().await?;
+        Ok(server)
+    }
+
+    /// Wait for the listening line, the admin key file and a 200 from `/health`.
+    async fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + READY_MAX;
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()?;
+        loop {
+            if let Some(child) = &mut self.child {
+                if let Some(status) = child.try_wait()? {
+                    self.child = None;
+                    anyhow::bail!(
+                        "serve exited ({status}) before it was ready:\n{}",
+                        self.tail()
+                    );
+                }
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "serve not ready after {READY_MAX:?}:\n{}",
+                self.tail()
+            );
+            if self.base.is_empty() {
+                let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+                if let Some(addr) = text.lines().find_map(|l| l.strip_prefix(LISTENING)) {
+                    self.base = format!("http://{}", addr.trim());
+                }
+            }
+            if !self.base.is_empty() && self.key.is_empty() {
+                let file = self.dir.join("factledger-admin.key");
+                self.key = std::fs::read_to_string(&file)
+                    .with_context(|| {
+                        format!(
+                            "{}: serve minted no admin key (not an empty database?)",
+                            file.display()
+                        )
+                    })?
+                    .trim()
+                    .to_owned();
+            }
+            if !self.base.is_empty() {
+                let health = client.get(format!("{}/health", self.base)).send().await;
+                if matches!(&health, Ok(r) if r.status().is_success()) {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The log's last lines, for an error.
+    fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// Kill `serve` and wait (bounded) for it to exit.
+    pub(super) async fn stop(mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+        }
+    }
+}
+
+/// Drop and re-create the database named in a mysql:// URL, or delete the files of an
+/// absolute sqlite:// one.
+async fn fresh_database(url: &str) -> anyhow::Result<()> {
+    if url.starts_with("mysql://") {
+        let (server, db) = url
+            .rsplit_once('/')
+            .context("--database-url: mysql://USER@HOST:PORT/DB")?;
+        let db = db.split('?').next().unwrap_or(db);
+        anyhow::ensure!(
+            !db.is_empty() && db.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "--database-url: the database name {db:?} must be [A-Za-z0-9_]"
+        );
+        let mut conn = sqlx::MySqlConnection::connect(server)
+            .await
+            .with_context(|| format!("connect to {server}"))?;
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {db}"),
+            format!("CREATE DATABASE {db}"),
+        ] {
+            sqlx::Executor::execute(&mut conn, sql.as_str()).await?;
+        }
+        conn.close().await?;
+    } else if let Some(path) = url.strip_prefix("sqlite://") {
+        let path = path.split('?').next().unwrap_or(path);
+        anyhow::ensure!(
+            path.starts_with('/'),
+            "--database-url: sqlite:///ABSOLUTE/PATH (serve runs in a temporary directory)"
+        );
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{path}{suffix}"));
+        }
+    } else {
+        anyhow::bail!("--database-url: mysql://… or sqlite:///…");
+    }
+    Ok(())
+}
