@@ -7,6 +7,7 @@
 //! the trait only.
 
 pub mod hash;
+mod head;
 pub mod integrity;
 pub mod lookups;
 mod metadata;
@@ -21,6 +22,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 pub use hash::{ChainKey, Hashed, GENESIS_HASH, LEGACY_KEY_ID};
+pub use head::HeadSignal;
 pub use integrity::Keyring;
 pub use time::{time_text, time_text_ago};
 
@@ -669,38 +671,6 @@ pub struct Database {
     pub keys: crate::infra::auth::KeyStore,
     /// The pool for jobs, outbox, cron and callbacks.
     pub db: crate::infra::db::Db,
-}
-
-/// What a store tells this process after each commit: the highest position written.
-/// A projector waits for it to move instead of asking the database every few
-/// milliseconds; appends from other processes are still seen by its slower poll.
-#[derive(Debug)]
-pub struct HeadSignal(tokio::sync::watch::Sender<i64>);
-
-impl Default for HeadSignal {
-    fn default() -> Self {
-        Self(tokio::sync::watch::Sender::new(0))
-    }
-}
-
-impl HeadSignal {
-    /// Publish the last position of `committed`, if it moves the head.
-    pub fn committed(&self, committed: &[CommittedUnit]) {
-        let Some(last) = committed.iter().filter_map(|c| c.positions.last()).max() else {
-            return;
-        };
-        self.0.send_if_modified(|head| {
-            let moved = *last > *head;
-            if moved {
-                *head = *last;
-            }
-            moved
-        });
-    }
-
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<i64> {
-        self.0.subscribe()
-    }
 }
 
 /// Open a database URL with the integrity key file named by the environment (or the
