@@ -18,13 +18,12 @@
 //! Items of one stream keep their queue order throughout.
 
 use super::writer::{
-    decide_all, decide_more, land, launch, preload, run_single, try_batch, uncached_beyond,
-    Decided, Flight, Pending,
+    decide_more, land, launch, preload, run_single, start, try_batch, uncached_beyond, Decided,
+    Flight, Pending,
 };
 use super::{Inner, BATCH_COMMANDS_MAX, CONFLICT_RETRIES_MAX, LINGER_YIELDS_MAX};
 use crate::infra::store::StoreError;
 use factledger_aggregates::Decide;
-use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -148,27 +147,6 @@ fn take_queued<A: Decide>(rx: &mut mpsc::Receiver<Pending<A>>, room: usize) -> V
         }
     }
     more
-}
-
-/// Decide a batch on the stored states and start its append (nothing in flight).
-async fn start<A>(inner: &Inner<A>, mut batch: Vec<Pending<A>>) -> Option<Flight<A>>
-where
-    A: Decide + Clone,
-    A::Command: Clone,
-{
-    if batch.is_empty() {
-        return None;
-    }
-    let missing = uncached_beyond(inner, &batch, &HashMap::new());
-    let mut base = preload(inner, missing).await;
-    loop {
-        let mut decided = decide_all(inner, &mut base, batch).await;
-        decided.answer_refusals(inner).await;
-        match decided.checked_refs(inner).await {
-            Ok(ready) => return Some(launch(inner, ready)),
-            Err(rest) => batch = rest,
-        }
-    }
 }
 
 /// Wait for a batch in flight and handle its failure, if any.

@@ -99,22 +99,34 @@ fn ref_key(r: &LedgerRefRow) -> RefKey {
 /// were in a failed append, with the error.
 pub(super) async fn try_batch<A>(
     inner: &Inner<A>,
-    mut batch: Vec<Pending<A>>,
+    batch: Vec<Pending<A>>,
 ) -> Option<(Vec<Pending<A>>, StoreError)>
 where
     A: Decide + Clone,
     A::Command: Clone,
 {
-    // The streams' states before this batch, loaded once for every pass.
+    match start(inner, batch).await {
+        Some(flight) => land(inner, flight).await,
+        None => None,
+    }
+}
+
+/// Decide a batch on the stored states and start its append (nothing in flight).
+pub(super) async fn start<A>(inner: &Inner<A>, mut batch: Vec<Pending<A>>) -> Option<Flight<A>>
+where
+    A: Decide + Clone,
+    A::Command: Clone,
+{
+    if batch.is_empty() {
+        return None;
+    }
     let missing = uncached_beyond(inner, &batch, &HashMap::new());
     let mut base = preload(inner, missing).await;
     loop {
         let mut decided = decide_all(inner, &mut base, batch).await;
         decided.answer_refusals(inner).await;
         match decided.checked_refs(inner).await {
-            Ok(ready) => return land(inner, launch(inner, ready)).await,
-            // Commands held stored references: they were answered; decide the others
-            // again on the pre-batch states.
+            Ok(ready) => return Some(launch(inner, ready)),
             Err(rest) => batch = rest,
         }
     }
