@@ -31,14 +31,10 @@
 //! A refusal of any step refuses the whole order (`rejected`, with the code and the
 //! field), and nothing of it is written; the other orders of the page go on.
 
-use super::{IngestError, IngestResult, OrderIngestor, INGEST_PAGE_ORDERS_MAX};
+use super::{IngestError, IngestResult};
 use crate::infra::store::{DynStore, Fence, Metadata, StoreError};
-use crate::runtime::bus::{load_many, Loaded};
-use crate::runtime::unit::{
-    moved_since, run_unit, StreamCache, UnitBuilder, UnitError, UnitOutcome, WorkingSet,
-    UNIT_CONFLICT_BACKOFF_MS_MAX, UNIT_CONFLICT_RETRIES_MAX,
-};
-use async_trait::async_trait;
+use crate::runtime::bus::Loaded;
+use crate::runtime::unit::{run_unit, StreamCache, UnitBuilder, UnitError, UnitOutcome};
 use cqrs_es::Aggregate;
 use factledger_aggregates::affiliate::ReportedMinor;
 use factledger_aggregates::affiliate_link::{link_stream_id, AffiliateLink};
@@ -65,25 +61,30 @@ pub use super::ingest_refusal::{campaign_id, rule_set_id, wallet_id, OrderRefusa
 /// (the request's, or the job's).
 #[derive(Clone)]
 pub struct Ingestor {
-    store: DynStore,
-    metadata: Metadata,
-    fail_after_streams: Option<usize>,
-    /// Campaigns and wallets as the last committed page left them (see
-    /// [`StreamCache`]): every page writes its campaigns, and re-reading a campaign's
+    pub(super) store: DynStore,
+    pub(super) metadata: Metadata,
+    pub(super) fail_after_streams: Option<usize>,
+    /// Campaigns and wallets as the last decided page left them (see
+    /// `ingest_page`): every page writes its campaigns, and re-reading a campaign's
     /// snapshot (all its reservations) per page would dominate.
-    cache: std::sync::Arc<std::sync::Mutex<StreamCache>>,
-    /// One page's group at a time per ingestor (and its clones): pages of one
-    /// platform × country all write its campaign, so two groups at once would only
-    /// conflict on it and retry; queued, each decides on the state the previous one
-    /// committed (as the bus's single writer per aggregate type does).
-    group_turn: std::sync::Arc<tokio::sync::Mutex<()>>,
+    pub(super) cache: std::sync::Arc<std::sync::Mutex<StreamCache>>,
+    /// One page decided at a time per ingestor (and its clones): pages of one
+    /// platform × country all write its campaign, so two at once would only conflict
+    /// on it and retry; queued, each decides on the state the previous one left. It
+    /// holds the landing of the last page sent to the store (see `ingest_page`).
+    pub(super) turn: std::sync::Arc<tokio::sync::Mutex<Option<Landing>>>,
 }
+
+/// The outcome of a page's append as the next page waits for it: `None` while in
+/// flight, `Some(true)` committed, `Some(false)` failed. A page whose task was dropped
+/// mid-way closes the channel: treated as failed (its outcome is unknown).
+pub(super) type Landing = tokio::sync::watch::Receiver<Option<bool>>;
 
 /// The aggregate types a page's working set keeps for the next page: streams every
 /// page writes (so a stale one fails the append as a conflict). Never reference data
 /// (read once per page, never across pages), nor orders and commissions (rarely
 /// seen again, and an order decided `unchanged` writes nothing to guard it).
-const CACHED_TYPES: [&str; 2] = [Campaign::TYPE, Wallet::TYPE];
+pub(super) const CACHED_TYPES: [&str; 2] = [Campaign::TYPE, Wallet::TYPE];
 /// Streams kept across pages at most; the cache is dropped when it grows past it.
 pub const INGEST_CACHE_STREAMS_MAX: usize = 100_000;
 
@@ -94,7 +95,7 @@ impl Ingestor {
             metadata,
             fail_after_streams: None,
             cache: Default::default(),
-            group_turn: Default::default(),
+            turn: Default::default(),
         }
     }
 
@@ -129,218 +130,10 @@ impl Ingestor {
         .await;
         page_result(&order, outcome)
     }
-
-    /// Decide the page's orders in order on the page's working set (each order its
-    /// own unit; streams shared by several orders — the campaign, a wallet — chained
-    /// from one unit to the next) and append all their units in ONE transaction.
-    async fn ingest_group(&self, orders: &[NormalisedOrder], fence: Option<Fence>) -> Group {
-        let cached = std::mem::take(&mut *self.cache.lock().unwrap_or_else(|p| p.into_inner()));
-        let Ok(mut set) = prefetch(&self.store, orders, WorkingSet::from_cache(cached)).await
-        else {
-            return Group::OneByOne;
-        };
-        let mut results = Vec::with_capacity(orders.len());
-        let mut units = Vec::new();
-        let mut slots = Vec::new();
-        for order in orders {
-            let mut unit = UnitBuilder::in_group(self.store.clone(), self.metadata.clone(), set);
-            if let Some(f) = fence {
-                unit.fence(f);
-            }
-            if let Some(n) = self.fail_after_streams {
-                unit.fail_after_streams(n);
-            }
-            let outcome = ingest_unit(&mut unit, order.clone()).await;
-            let Some(next) = unit.leave_group(outcome.is_ok()) else {
-                return Group::OneByOne;
-            };
-            set = next;
-            let done = match outcome {
-                Ok(value) => {
-                    if !unit.is_empty() {
-                        slots.push(results.len());
-                        units.push(unit.finish().0);
-                    }
-                    Ok(UnitOutcome {
-                        value,
-                        events: Vec::new(),
-                        position: 0,
-                        attempts: 1,
-                    })
-                }
-                // As in `run_unit`: a refusal decided on a stream that moved since it
-                // was read is a stale read; the one-by-one path decides it again.
-                Err(UnitError::Refused(refusal)) => {
-                    match moved_since(&self.store, &unit.seen()).await {
-                        Ok(false) => Err(UnitError::Refused(refusal)),
-                        _ => return Group::OneByOne,
-                    }
-                }
-                Err(_) => return Group::OneByOne,
-            };
-            match page_result(order, done) {
-                Ok(r) => results.push(r),
-                Err(_) => return Group::OneByOne,
-            }
-        }
-        if units.is_empty() {
-            return Group::Done(results);
-        }
-        match self.store.append(&units).await {
-            Ok(committed) => {
-                let keep = set.into_cache(&CACHED_TYPES);
-                {
-                    let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-                    if cache.len() + keep.len() > INGEST_CACHE_STREAMS_MAX {
-                        *cache = StreamCache::default();
-                    }
-                    cache.merge(keep);
-                }
-                for (slot, c) in slots.into_iter().zip(committed) {
-                    if let (Some(r), Some(p)) = (results.get_mut(slot), c.positions.last()) {
-                        r.position = Some(*p);
-                    }
-                }
-                metrics::counter!("factledger_ingest_group_commits_total").increment(1);
-                Group::Done(results)
-            }
-            Err(StoreError::Conflict { .. }) => Group::Conflict,
-            Err(_) => Group::OneByOne,
-        }
-    }
-}
-
-/// How a page's group commit ended.
-enum Group {
-    /// Every order decided and its unit committed (or refused alone).
-    Done(Vec<IngestResult>),
-    /// Another writer moved a stream of the page: decide the page again.
-    Conflict,
-    /// Run the page's orders one by one, each in its own transaction (so one bad
-    /// order fails alone): the batch append failed, or a refusal or error could not
-    /// be settled inside the group.
-    OneByOne,
-}
-
-fn distinct(v: impl IntoIterator<Item = String>) -> Vec<String> {
-    let set: std::collections::BTreeSet<String> = v.into_iter().collect();
-    set.into_iter().collect()
-}
-
-/// The ids the working set does not hold yet.
-fn missing(set: &WorkingSet, aggregate_type: &str, ids: &[String]) -> Vec<String> {
-    ids.iter()
-        .filter(|i| !set.contains(aggregate_type, i))
-        .cloned()
-        .collect()
-}
-
-fn bus_store_error<E: std::error::Error>(e: crate::runtime::bus::BusError<E>) -> StoreError {
-    match e {
-        crate::runtime::bus::BusError::Store(s) => s,
-        other => StoreError::Invalid(other.to_string()),
-    }
-}
-
-/// Read every stream the page's orders will touch, two round trips per aggregate type
-/// instead of several per order: the orders, their commissions, campaigns and rule
-/// sets, the attribution links; then the owners' invite relations; then the wallets
-/// of owners and inviters. A stream missed here is read when a unit needs it.
-async fn prefetch(
-    store: &DynStore,
-    orders: &[NormalisedOrder],
-    mut set: WorkingSet,
-) -> Result<WorkingSet, StoreError> {
-    let order_id = |o: &NormalisedOrder| {
-        factledger_aggregates::affiliate::order_stream_id(o.platform, &o.platform_order_id)
-    };
-    let order_ids = distinct(orders.iter().map(order_id));
-    let known = load_many::<AffiliateOrder>(store, &order_ids)
-        .await
-        .map_err(bus_store_error)?;
-    let commission_ids = distinct(order_ids.iter().flat_map(|o| {
-        [BeneficiaryRole::Cashback, BeneficiaryRole::InviterReward].map(|r| commission_id(o, r))
-    }));
-    for (id, l) in load_many::<Commission>(store, &commission_ids)
-        .await
-        .map_err(bus_store_error)?
-    {
-        set.insert(&id, l);
-    }
-    let places = distinct(orders.iter().map(|o| campaign_id(o.platform, o.country)));
-    for (id, l) in load_many::<Campaign>(store, &missing(&set, Campaign::TYPE, &places))
-        .await
-        .map_err(bus_store_error)?
-    {
-        set.insert(&id, l);
-    }
-    for (id, l) in load_many::<CommissionRuleSet>(store, &places)
-        .await
-        .map_err(bus_store_error)?
-    {
-        set.insert(&id, l);
-    }
-    let link_ids = distinct(
-        orders
-            .iter()
-            .filter_map(|o| o.attribution.as_ref().map(link_stream_id)),
-    );
-    let links = load_many::<AffiliateLink>(store, &link_ids)
-        .await
-        .map_err(bus_store_error)?;
-    // Who each order credits: recorded on a known order, else its link's owner and
-    // that user's inviter.
-    let mut owners = Vec::new();
-    let mut wallets = Vec::new();
-    for o in orders {
-        match known.get(&order_id(o)).and_then(|l| l.state.order.as_ref()) {
-            Some(k) => {
-                for u in [&k.owner_user_id, &k.inviter_user_id].into_iter().flatten() {
-                    wallets.push(wallet_id(u.as_str(), k.currency));
-                }
-            }
-            None => {
-                if let Some(owner) = o
-                    .attribution
-                    .as_ref()
-                    .and_then(|a| links.get(&link_stream_id(a)))
-                    .and_then(|l| l.state.owner())
-                {
-                    owners.push((owner.to_owned(), o.currency));
-                }
-            }
-        }
-    }
-    let invites =
-        load_many::<InviteRelation>(store, &distinct(owners.iter().map(|(u, _)| u.clone())))
-            .await
-            .map_err(bus_store_error)?;
-    for (user, currency) in &owners {
-        wallets.push(wallet_id(user, *currency));
-        if let Some(inviter) = invites.get(user).and_then(|i| i.state.inviter()) {
-            wallets.push(wallet_id(inviter, *currency));
-        }
-    }
-    for (id, l) in load_many::<Wallet>(store, &missing(&set, Wallet::TYPE, &distinct(wallets)))
-        .await
-        .map_err(bus_store_error)?
-    {
-        set.insert(&id, l);
-    }
-    for (id, l) in invites {
-        set.insert(&id, l);
-    }
-    for (id, l) in links {
-        set.insert(&id, l);
-    }
-    for (id, l) in known {
-        set.insert(&id, l);
-    }
-    Ok(set)
 }
 
 /// What happened to one order, as the page reports it.
-fn page_result(
+pub(super) fn page_result(
     order: &NormalisedOrder,
     outcome: Result<UnitOutcome<IngestOutcome>, UnitError<OrderRefusal>>,
 ) -> Result<IngestResult, IngestError> {
@@ -392,53 +185,13 @@ fn unit_error_code(e: &UnitError<OrderRefusal>) -> &'static str {
     }
 }
 
-#[async_trait]
-impl OrderIngestor for Ingestor {
-    async fn ingest_page(
-        &self,
-        orders: Vec<NormalisedOrder>,
-        fence: Option<Fence>,
-    ) -> Result<Vec<IngestResult>, IngestError> {
-        if orders.len() > INGEST_PAGE_ORDERS_MAX {
-            return Err(IngestError::PageTooLarge(orders.len()));
-        }
-        if orders.len() > 1 {
-            let mut attempts = 0u32;
-            loop {
-                attempts += 1;
-                let group = {
-                    let _turn = self.group_turn.lock().await;
-                    self.ingest_group(&orders, fence).await
-                };
-                match group {
-                    Group::Done(results) => return Ok(results),
-                    Group::Conflict if attempts < UNIT_CONFLICT_RETRIES_MAX => {
-                        let ceiling_ms =
-                            (1u64 << attempts.min(6)).min(UNIT_CONFLICT_BACKOFF_MS_MAX);
-                        let pause_us =
-                            rand::RngExt::random_range(&mut rand::rng(), 0..=ceiling_ms * 1000);
-                        tokio::time::sleep(std::time::Duration::from_micros(pause_us)).await;
-                        metrics::counter!("factledger_ingest_group_conflicts_total").increment(1);
-                    }
-                    Group::Conflict | Group::OneByOne => break,
-                }
-            }
-            metrics::counter!("factledger_ingest_group_fallbacks_total").increment(1);
-        }
-        // One by one, each order in its own transaction (`run_unit`, with its
-        // conflict handling): a page of one, or the fallback of a group.
-        let mut results = Vec::with_capacity(orders.len());
-        for order in orders {
-            results.push(self.ingest_one(order, fence).await?);
-        }
-        Ok(results)
-    }
-}
-
 type Step<T> = Result<T, UnitError<OrderRefusal>>;
 
 /// The whole unit of one order; returns its outcome.
-async fn ingest_unit(unit: &mut UnitBuilder, order: NormalisedOrder) -> Step<IngestOutcome> {
+pub(super) async fn ingest_unit(
+    unit: &mut UnitBuilder,
+    order: NormalisedOrder,
+) -> Step<IngestOutcome> {
     let order_id =
         factledger_aggregates::affiliate::order_stream_id(order.platform, &order.platform_order_id);
     let mut stream = unit.take::<AffiliateOrder, OrderRefusal>(&order_id).await?;

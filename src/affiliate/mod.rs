@@ -12,6 +12,7 @@
 pub mod api;
 pub mod api_commands;
 pub mod ingest;
+mod ingest_page;
 pub mod ingest_refusal;
 pub mod platform;
 pub mod recovery;

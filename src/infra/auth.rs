@@ -14,14 +14,24 @@
 //! from "no admin left" is the explicit `factledger keys bootstrap`
 //! ([`KeyStore::bootstrap`]), which needs database access and refuses while an
 //! unrevoked admin key exists.
+//!
+//! **Cache** (issue 19, item 5): an accepted key is remembered for
+//! [`AUTH_CACHE_TTL_MS`], so a busy caller costs one `api_keys` read per second
+//! instead of one per request. A revocation through this process (API or CLI with
+//! the same handle) drops the key from the cache at once; one made by another process
+//! takes effect here within the TTL. Unknown and revoked secrets are never cached
+//! (a key created a moment ago works at once), and the cache is bounded
+//! ([`AUTH_CACHE_KEYS_MAX`]: emptied when full).
 
 use crate::infra::db::{rfc3339_of, Db, Get};
 use chrono::Utc;
 use factledger_projections::table::{Cell, ColType, Column};
 use rand::Rng;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -132,7 +142,14 @@ pub struct KeyInfo {
 #[derive(Clone)]
 pub struct KeyStore {
     db: Db,
+    /// Accepted keys by their hash, with when they were read (see the module doc).
+    cache: std::sync::Arc<std::sync::Mutex<HashMap<String, (Principal, Instant)>>>,
 }
+
+/// How long an accepted key is served from the cache before it is read again.
+pub const AUTH_CACHE_TTL_MS: u64 = 1_000;
+/// Keys cached at most; the cache is emptied when it would grow past this.
+pub const AUTH_CACHE_KEYS_MAX: usize = 10_000;
 
 /// `SELECT COUNT(*) …` as one integer.
 const COUNT_EVER: &str = "SELECT COUNT(*) FROM api_keys";
@@ -142,7 +159,14 @@ const COUNT_ACTIVE_ADMINS: &str =
 
 impl KeyStore {
     pub fn new(db: Db) -> KeyStore {
-        KeyStore { db }
+        KeyStore {
+            db,
+            cache: Default::default(),
+        }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Principal, Instant)>> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub async fn create(&self, role: Role) -> anyhow::Result<NewKey> {
@@ -162,7 +186,9 @@ impl KeyStore {
     pub async fn revoke(&self, key_id: &str) -> anyhow::Result<bool> {
         let sql = "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL";
         let args = [self.db.dialect().datetime(&Utc::now()), Cell::text(key_id)];
-        Ok(self.db.exec(sql, &args).await? == 1)
+        let revoked = self.db.exec(sql, &args).await? == 1;
+        self.cache().retain(|_, (p, _)| p.key_id != key_id);
+        Ok(revoked)
     }
 
     /// The active principal a presented secret belongs to, if any.
@@ -177,15 +203,29 @@ impl KeyStore {
                 ty: ColType::Text,
             },
         ];
+        let hash = hash_key(secret);
+        let ttl = Duration::from_millis(AUTH_CACHE_TTL_MS);
+        if let Some((p, at)) = self.cache().get(&hash) {
+            if at.elapsed() < ttl {
+                return Ok(Some(p.clone()));
+            }
+        }
         let sql = "SELECT key_id, role FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL";
-        let args = [Cell::text(hash_key(secret))];
+        let args = [Cell::text(hash.clone())];
         let Some(row) = self.db.fetch_optional(sql, &args, PRINCIPAL).await? else {
+            self.cache().remove(&hash);
             return Ok(None);
         };
-        Ok(Some(Principal {
+        let principal = Principal {
             key_id: row.text("key_id")?,
             role: row.text("role")?.parse().map_err(anyhow::Error::msg)?,
-        }))
+        };
+        let mut cache = self.cache();
+        if cache.len() >= AUTH_CACHE_KEYS_MAX {
+            cache.clear();
+        }
+        cache.insert(hash, (principal.clone(), Instant::now()));
+        Ok(Some(principal))
     }
 
     /// Every key ever created, revoked ones included.
@@ -286,4 +326,56 @@ pub(crate) fn write_secret_file(path: &std::path::Path, secret: &str) -> anyhow:
     }
     writeln!(f, "{secret}")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key store on a private in-memory SQLite `api_keys`.
+    async fn keys() -> KeyStore {
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        sqlx::query(
+            "CREATE TABLE api_keys (key_id TEXT PRIMARY KEY, key_hash TEXT NOT NULL, \
+             role TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        KeyStore::new(Db::Sqlite(pool))
+    }
+
+    #[tokio::test]
+    async fn an_accepted_key_is_served_from_the_cache_until_its_ttl() {
+        let keys = keys().await;
+        let key = keys.create(Role::Service).await.unwrap();
+        let p = keys.authenticate(&key.secret).await.unwrap().unwrap();
+        assert_eq!(
+            (p.key_id.as_str(), p.role),
+            (key.key_id.as_str(), Role::Service)
+        );
+        // Gone from the table behind the cache's back: still served from the cache...
+        keys.db.exec("DELETE FROM api_keys", &[]).await.unwrap();
+        assert_eq!(keys.authenticate(&key.secret).await.unwrap(), Some(p));
+        // ...until the TTL has passed.
+        tokio::time::sleep(Duration::from_millis(AUTH_CACHE_TTL_MS + 50)).await;
+        assert_eq!(keys.authenticate(&key.secret).await.unwrap(), None);
+        // A refused secret is not cached: a key created now works at once.
+        let later = keys.create(Role::Auditor).await.unwrap();
+        assert!(keys.authenticate("nope").await.unwrap().is_none());
+        assert!(keys.authenticate(&later.secret).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_revocation_here_drops_the_key_from_the_cache_at_once() {
+        let keys = keys().await;
+        let key = keys.create(Role::Operator).await.unwrap();
+        assert!(keys.authenticate(&key.secret).await.unwrap().is_some());
+        assert!(keys.revoke(&key.key_id).await.unwrap());
+        assert_eq!(keys.authenticate(&key.secret).await.unwrap(), None);
+    }
 }

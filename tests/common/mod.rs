@@ -178,10 +178,19 @@ pub async fn run(
 }
 
 /// Define one async test per backend: `both_backends!(name, |db| async move { ... })`
-/// expands to `mod name { sqlite, mysql }`.
+/// expands to `mod name { sqlite, mysql }`; `both_backends!(name, body, bound)` adds
+/// `mysql_bound`, on MariaDB with every append's events sent as bound prepared
+/// INSERTs (`MysqlStore::bind_events_from(0)`), so a store test covers both of its
+/// append paths (see [`store_backends!`]).
 #[macro_export]
 macro_rules! both_backends {
     ($name:ident, $body:expr) => {
+        $crate::both_backends!(@ $name, $body);
+    };
+    ($name:ident, $body:expr, bound) => {
+        $crate::both_backends!(@ $name, $body, mysql_bound);
+    };
+    (@ $name:ident, $body:expr $(, $bound:ident)?) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
@@ -197,11 +206,41 @@ macro_rules! both_backends {
                 let db = $crate::common::TestDb::new($crate::common::Backend::Mysql).await;
                 ($body)(db).await;
             }
+
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $bound() {
+                    let db = $crate::common::TestDb::new_bound().await;
+                    ($body)(db).await;
+                }
+            )?
         }
     };
 }
 
+/// The store's tests: [`both_backends!`] with `mysql_bound`.
+#[macro_export]
+macro_rules! store_backends {
+    ($name:ident, $body:expr) => {
+        $crate::both_backends!($name, $body, bound);
+    };
+}
+
 impl TestDb {
+    /// A MariaDB test database whose store binds the events of every append.
+    pub async fn new_bound() -> TestDb {
+        let mut db = TestDb::new(Backend::Mysql).await;
+        let store = factledger::infra::store::mysql::MysqlStore::connect(
+            &db.url,
+            db.store.keyring().clone(),
+        )
+        .await
+        .expect("open mysql store")
+        .bind_events_from(0);
+        db.store = std::sync::Arc::new(store);
+        db
+    }
+
     /// Another handle on the same database: the pools the service's parts use.
     pub async fn database(&self) -> factledger::infra::store::Database {
         factledger::infra::store::open(&self.url)
@@ -311,6 +350,15 @@ pub async fn reference_data(db: &TestDb) {
     )
     .await
     .unwrap();
+}
+
+/// The seed of a randomized test: `var` from the environment (to replay a failure),
+/// else `default`.
+pub fn env_seed(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(default)
 }
 
 /// A small deterministic generator for seeded randomized tests (xorshift64*, no

@@ -504,6 +504,28 @@ both_backends!(
             .problem(401, "UNAUTHORIZED", None);
         assert!(!app.keys.revoke(&auditor.key_id).await.unwrap());
 
+        // A key revoked by another process (straight in the table) is refused once the
+        // cache's TTL has passed.
+        let other = app.keys.create(Role::Auditor).await.unwrap();
+        let r = app.get_as("/v1/wallets/w-1", Some(&other.secret)).await;
+        assert_eq!(r.status, StatusCode::OK);
+        let revoked = common::exec(
+            &app.store.db(),
+            &format!(
+                "UPDATE api_keys SET revoked_at = created_at WHERE key_id = '{}'",
+                other.key_id
+            ),
+        )
+        .await;
+        assert_eq!(revoked, 1);
+        tokio::time::sleep(std::time::Duration::from_millis(
+            factledger::infra::auth::AUTH_CACHE_TTL_MS + 100,
+        ))
+        .await;
+        app.get_as("/v1/wallets/w-1", Some(&other.secret))
+            .await
+            .problem(401, "UNAUTHORIZED", None);
+
         // Health is open.
         let h = app.get_as("/health", None).await;
         assert_eq!(h.status, StatusCode::OK);

@@ -160,10 +160,7 @@ async fn caller(bus: CommandBus<Wallet>, mut rng: Rng, who: u64, refs: u64) -> V
 }
 
 fn seed() -> u64 {
-    std::env::var(SEED_ENV)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0x0B05_F417)
+    crate::common::env_seed(SEED_ENV, 0x0B05_F417)
 }
 
 both_backends!(

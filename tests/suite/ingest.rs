@@ -95,7 +95,7 @@ fn at(s: &str) -> chrono::DateTime<chrono::Utc> {
     s.parse().unwrap()
 }
 
-both_backends!(
+store_backends!(
     same_order_replayed_100_times_is_one_of_each,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -147,7 +147,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     an_exception_after_the_commission_leaves_nothing_of_the_unit,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -176,7 +176,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     out_of_order_replay_pending_completed_old_pending_ends_completed,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -209,7 +209,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     campaign_quota_for_one_order_goes_to_the_first_and_passes_on_after_a_refund,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -271,7 +271,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     refund_after_release_opens_one_recovery_and_blocks_withdrawals,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -331,7 +331,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     partial_refund_freezes_the_commission_and_a_rejected_refund_restores_it,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -370,7 +370,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     a_lower_positive_amount_freezes_the_commission,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -395,7 +395,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     shopee_sparse_replay_with_amount_zero_keeps_the_amount,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -424,7 +424,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     two_workers_settling_one_commission_release_it_once,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -455,7 +455,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     one_bad_order_is_rejected_alone_with_its_reason,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -500,7 +500,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     with_every_notification_sink_down_money_stays_right_and_the_outbox_drains_after,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -542,7 +542,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     a_page_whose_group_append_fails_commits_every_other_order_alone,
     |db: TestDb| async move {
         reference_data(&db).await;
@@ -631,7 +631,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     a_page_chains_shared_streams_from_order_to_order_in_one_transaction,
     |db: TestDb| async move {
         reference_data(&db).await;

@@ -42,6 +42,7 @@ mod cron;
 mod fencing;
 mod fuzz_findings;
 mod ingest;
+mod ingest_pipeline;
 mod integrity;
 mod jobs;
 mod jobs_api;

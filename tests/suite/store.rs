@@ -148,7 +148,7 @@ fn assert_conflict(r: Result<Vec<store::CommittedUnit>, StoreError>, id: &str, e
 
 // 1 ---------------------------------------------------------------------------------
 
-both_backends!(
+store_backends!(
     events_table_refuses_update_and_delete,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -174,7 +174,7 @@ both_backends!(
 
 // 2 ---------------------------------------------------------------------------------
 
-both_backends!(
+store_backends!(
     a_stale_expected_version_is_a_conflict_and_writes_nothing,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -195,7 +195,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     an_expected_version_ahead_of_the_head_is_a_conflict,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -216,7 +216,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     a_head_with_the_right_number_but_another_hash_is_a_conflict,
     |db: TestDb| async move {
         // Writer X decided on a head (version 2, hash H) that never committed; the
@@ -242,7 +242,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     any_text_round_trips_exactly_and_keeps_its_hash,
     |db: TestDb| async move {
         // Quotes, backslashes, NUL, control characters, SQL and non-ASCII: stored and
@@ -295,7 +295,7 @@ fn three_stream_unit() -> UnitOfWork {
     }
 }
 
-both_backends!(
+store_backends!(
     a_failure_after_the_second_of_three_streams_leaves_nothing,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -343,7 +343,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     a_conflict_on_the_third_stream_leaves_nothing_of_the_first_two,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -380,7 +380,7 @@ both_backends!(
 
 // 4 ---------------------------------------------------------------------------------
 
-both_backends!(
+store_backends!(
     a_ledger_reference_takes_effect_once,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -407,7 +407,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     an_idempotency_key_is_recorded_once,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -441,7 +441,7 @@ both_backends!(
 
 // 5 ---------------------------------------------------------------------------------
 
-both_backends!(
+store_backends!(
     a_batch_gets_contiguous_positions_in_unit_order,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -498,7 +498,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     one_conflicting_unit_fails_the_whole_batch,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -548,7 +548,7 @@ both_backends!(
 
 // 6 ---------------------------------------------------------------------------------
 
-both_backends!(
+store_backends!(
     verify_finds_the_first_tampered_event,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -625,7 +625,7 @@ both_backends!(
     }
 );
 
-both_backends!(
+store_backends!(
     verify_reports_a_deleted_event_and_reads_go_on,
     |db: TestDb| async move {
         let store = db.store.clone();
@@ -690,7 +690,7 @@ fn sql_time(backend: Backend, t: &DateTime<Utc>) -> String {
     }
 }
 
-both_backends!(
+store_backends!(
     a_v1_movement_is_upcast_on_read_and_loads,
     |db: TestDb| async move {
         use factledger_aggregates::wallet::{Wallet, WalletCommand};

@@ -21,6 +21,9 @@ pub(super) enum Stmt {
         unit: usize,
         stream: usize,
     },
+    /// The batch's events as one prepared INSERT with bound values ([`Bound`]): its
+    /// text in the list is empty, the executor runs [`Bound::sql`] in its place.
+    BoundEvents,
     CommandLog,
     Inject(usize),
     /// The fences of the batch's units.
@@ -111,9 +114,20 @@ pub(crate) fn jobs_insert(rows: &[&JobRow], fact_change: bool) -> String {
     )
 }
 
+/// One append: its statements in order (see [`Stmt`]), and its events as bound rows
+/// when they go as a prepared statement.
+pub(super) struct Script<'a> {
+    pub(super) stmts: Vec<(String, Stmt)>,
+    pub(super) bound: Option<Bound<'a>>,
+    /// Events the append writes.
+    pub(super) total: usize,
+}
+
 /// The statements of one append of `units`, and how many events they write.
-pub(super) fn build(units: &[UnitOfWork]) -> Result<(Vec<(String, Stmt)>, usize), StoreError> {
+pub(super) fn build(units: &[UnitOfWork], bind_min: usize) -> Result<Script<'_>, StoreError> {
     let total: usize = units.iter().map(UnitOfWork::event_count).sum();
+    let split = units.iter().any(|u| u.fail_after_streams.is_some());
+    let bind = !split && total > 0 && total >= bind_min;
     let mut stmts: Vec<(String, Stmt)> = vec![("BEGIN".into(), Stmt::Plain)];
     let (bad, checked, diagnose) = guard(units);
     let outbox_total: usize = units.iter().map(|u| u.outbox.len()).sum();
@@ -139,7 +153,7 @@ pub(super) fn build(units: &[UnitOfWork]) -> Result<(Vec<(String, Stmt)>, usize)
         ));
     }
     stmts.extend(fences(units));
-    let rows = event_rows(units, &mut stmts)?;
+    let rows = event_rows(units, &mut stmts, bind)?;
     let Rows {
         log,
         snaps,
@@ -157,12 +171,18 @@ pub(super) fn build(units: &[UnitOfWork]) -> Result<(Vec<(String, Stmt)>, usize)
             Stmt::CommandLog,
         ));
     }
-    if !batch_rows.is_empty() {
-        stmts.push((
-            format!("{INSERT_EVENTS}{batch_rows}"),
-            Stmt::Events { unit: 0, stream: 0 },
-        ));
-    }
+    let bound = if bind {
+        stmts.push((String::new(), Stmt::BoundEvents));
+        Some(Bound::of(units)?)
+    } else {
+        if !batch_rows.is_empty() {
+            stmts.push((
+                format!("{INSERT_EVENTS}{batch_rows}"),
+                Stmt::Events { unit: 0, stream: 0 },
+            ));
+        }
+        None
+    };
     outbox_and_jobs(units, &mut stmts);
     if !snaps.is_empty() {
         stmts.push((
@@ -178,7 +198,11 @@ pub(super) fn build(units: &[UnitOfWork]) -> Result<(Vec<(String, Stmt)>, usize)
     }
     debug_assert_eq!(rows.offset, total);
     stmts.push(("COMMIT".into(), Stmt::Plain));
-    Ok((stmts, rows.offset))
+    Ok(Script {
+        stmts,
+        bound,
+        total: rows.offset,
+    })
 }
 
 /// The per-stream head checks of a batch, in both forms (see [`guard`]).
@@ -382,7 +406,11 @@ struct Rows {
 
 /// The event rows of every unit (one multi-row INSERT unless a unit injects a
 /// failure between its streams), and their command-log and snapshot rows.
-fn event_rows(units: &[UnitOfWork], stmts: &mut Vec<(String, Stmt)>) -> Result<Rows, StoreError> {
+fn event_rows(
+    units: &[UnitOfWork],
+    stmts: &mut Vec<(String, Stmt)>,
+    bind: bool,
+) -> Result<Rows, StoreError> {
     // One multi-row INSERT for the whole batch, unless a unit asks for an
     // injected failure between its streams (tests): then one per stream.
     let split = units.iter().any(|u| u.fail_after_streams.is_some());
@@ -401,6 +429,10 @@ fn event_rows(units: &[UnitOfWork], stmts: &mut Vec<(String, Stmt)>) -> Result<R
                 ));
             }
             if s.events.is_empty() {
+                continue;
+            }
+            if bind {
+                in_unit += s.events.len();
                 continue;
             }
             let sql = stream_rows(s, &refs, offset, &mut in_unit);
@@ -552,5 +584,120 @@ fn outbox_and_jobs(units: &[UnitOfWork], stmts: &mut Vec<(String, Stmt)>) {
     }
     if !fact_jobs.is_empty() {
         stmts.push((jobs_insert(&fact_jobs, true), Stmt::Plain));
+    }
+}
+
+/// Events per append from which they go as one prepared multi-row INSERT with bound
+/// values instead of escaped literals in the script ([`BIND_EVENTS_MIN_DEFAULT`],
+/// or `FACTLEDGER_MYSQL_BIND_EVENTS_MIN`; 0 binds every append). See `store::mysql`.
+pub(super) fn bind_events_min() -> usize {
+    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::env::var("FACTLEDGER_MYSQL_BIND_EVENTS_MIN")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(BIND_EVENTS_MIN_DEFAULT)
+    })
+}
+
+/// See [`bind_events_min`]: measured with `bench ingest` and `bench commands`
+/// (issue 19 note).
+pub const BIND_EVENTS_MIN_DEFAULT: usize = 64;
+
+/// Rows per prepared INSERT of [`Bound`]: a batch's rows go greedily in chunks of
+/// these sizes, so every statement has one of five shapes and stays prepared in the
+/// connection's statement cache (a statement of any other row count would be
+/// prepared — parsed — anew each time, which costs what binding saves).
+const BOUND_CHUNK_ROWS: [usize; 5] = [256, 64, 16, 4, 1];
+
+/// One event row's values, borrowed from its unit.
+struct BoundRow<'a> {
+    /// 1-based index in the batch: the row's position is `@fl_base + n`.
+    n: i64,
+    stream: &'a StreamAppend,
+    event: &'a crate::infra::store::SealedEvent,
+    ledger: Option<&'a crate::infra::store::LedgerRefRow>,
+}
+
+/// The events of a batch as INSERTs with bound values (see [`BOUND_CHUNK_ROWS`]).
+pub(super) struct Bound<'a> {
+    rows: Vec<BoundRow<'a>>,
+}
+
+/// The INSERT of `rows` bound rows.
+fn bound_insert(rows: usize) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        BOUND_CHUNK_ROWS
+            .iter()
+            .map(|&n| {
+                let row = "(@fl_base + ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                format!("{INSERT_EVENTS}{}", vec![row; n].join(", "))
+            })
+            .collect()
+    });
+    let i = BOUND_CHUNK_ROWS.iter().position(|&n| n == rows);
+    all[i.expect("a chunk size")].as_str()
+}
+
+impl<'a> Bound<'a> {
+    fn of(units: &'a [UnitOfWork]) -> Result<Bound<'a>, StoreError> {
+        let mut rows = Vec::new();
+        for unit in units {
+            let refs = unit.ledger_refs_by_event()?;
+            let mut in_unit = 0usize;
+            for s in &unit.streams {
+                for event in &s.events {
+                    rows.push(BoundRow {
+                        n: rows.len() as i64 + 1,
+                        stream: s,
+                        event,
+                        ledger: refs.get(in_unit).copied().flatten(),
+                    });
+                    in_unit += 1;
+                }
+            }
+        }
+        Ok(Bound { rows })
+    }
+
+    /// The INSERTs, their values bound, in order.
+    pub(super) fn queries(
+        &self,
+    ) -> Vec<sqlx::query::Query<'_, sqlx::MySql, sqlx::mysql::MySqlArguments>> {
+        let mut out = Vec::new();
+        let mut rest = &self.rows[..];
+        while !rest.is_empty() {
+            let n = BOUND_CHUNK_ROWS
+                .into_iter()
+                .find(|&n| n <= rest.len())
+                .unwrap_or(1);
+            let (chunk, more) = rest.split_at(n);
+            rest = more;
+            let mut q = sqlx::query(bound_insert(n));
+            for r in chunk {
+                let (s, e) = (r.stream, r.event);
+                q = q
+                    .bind(r.n)
+                    .bind(s.aggregate_type.as_str())
+                    .bind(s.aggregate_id.as_str())
+                    .bind(e.sequence)
+                    .bind(e.event_type.as_str())
+                    .bind(e.event_version)
+                    .bind(e.event_id.to_string())
+                    .bind(e.payload.as_str())
+                    .bind(e.metadata.as_str())
+                    .bind(e.correlation_id.as_str())
+                    .bind(e.actor.as_str())
+                    .bind(e.hash.as_str())
+                    .bind(e.hash_key.as_str())
+                    .bind(e.recorded_at.naive_utc())
+                    .bind(r.ledger.map(|l| l.ref_type.as_str()))
+                    .bind(r.ledger.map(|l| l.ref_id.as_str()))
+                    .bind(r.ledger.map(|l| l.entry_type.as_str()));
+            }
+            out.push(q);
+        }
+        out
     }
 }
