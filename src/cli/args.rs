@@ -297,8 +297,10 @@ pub(super) struct OutboxArgs {
     /// create streams themselves.
     #[arg(long, env = "FACTLEDGER_NATS_STREAM", default_value = factledger::infra::outbox::nats::STREAM_DEFAULT, hide_env_values = true)]
     pub(super) nats_stream: String,
-    /// Write every outbox message to the log (target factledger::infra::outbox).
-    #[arg(long, env = "FACTLEDGER_OUTBOX_LOG", default_value_t = true, action = clap::ArgAction::Set, hide_env_values = true)]
+    /// Write every outbox message to the log (target factledger::outbox), at INFO with
+    /// its payload: for development and debugging. Off by default: under load it was
+    /// ~970 log bytes per command and halved bulk throughput (issue 19).
+    #[arg(long, env = "FACTLEDGER_OUTBOX_LOG", default_value_t = false, action = clap::ArgAction::Set, hide_env_values = true)]
     pub(super) outbox_log: bool,
 }
 

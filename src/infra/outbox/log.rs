@@ -1,6 +1,8 @@
 //! The log sink: one structured `tracing` line per message (target
 //! `factledger::outbox`), for people and log shippers. It cannot fail, so it never
-//! holds a backlog; it is on in `serve` by default (`--outbox-log false` turns it off).
+//! holds a backlog; it is off by default (`serve --outbox-log true` turns it on): a line
+//! per message with its payload is for development, and under load it cost as much as
+//! the commands themselves (issue 19).
 
 use super::{OutboxMessage, Sink, SinkError};
 use async_trait::async_trait;

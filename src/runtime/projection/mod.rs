@@ -6,9 +6,11 @@
 //! reports the error; the caller retries with backoff.
 //!
 //! Layers, each importing only those above it in this list: `write` (the error and
-//! the shared SQL), `wallet` (checkpoint and batches), `hold` (a stopped rebuild's
+//! the shared SQL), `coalesce` (a batch of wallet rows in few statements), `wallet`
+//! (checkpoint and batches), `hold` (a stopped rebuild's
 //! hold), `runner`, `read`.
 
+pub(crate) mod coalesce;
 mod hold;
 mod read;
 mod runner;

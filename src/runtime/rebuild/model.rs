@@ -9,8 +9,6 @@ use std::time::Duration;
 pub const FLUSH_EVENTS_DEFAULT: usize = 5_000;
 /// Batches read ahead of the writer: the reader never holds more than this.
 pub(super) const READ_AHEAD_BATCHES: usize = 2;
-/// Ledger rows per multi-row INSERT on MariaDB.
-pub(super) const MYSQL_ROWS_PER_INSERT: usize = 1_000;
 
 pub(super) const SHADOW: &str = "__rebuild";
 

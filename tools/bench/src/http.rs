@@ -78,7 +78,7 @@ pub struct Args {
     /// Bulk: wallets the batch items are spread over.
     #[arg(long, default_value_t = 1_000)]
     bulk_wallets: usize,
-    /// One more argument for `serve` (repeatable), e.g. `--serve-arg=--outbox-log=false`.
+    /// One more argument for `serve` (repeatable), e.g. `--serve-arg=--outbox-log=true`.
     #[arg(long = "serve-arg", allow_hyphen_values = true)]
     serve_args: Vec<String>,
     /// One more KEY=VALUE in `serve`'s environment (repeatable), e.g.
