@@ -38,7 +38,9 @@ fn load() -> Load {
 }
 
 /// A command sent while the API key table is locked, so that its key lookup is cut
-/// off by the kill: the `Open` of a wallet of its own (no money).
+/// off by the kill: the `Open` of a wallet of its own (no money), with a key of its
+/// own that was never used (an accepted key is served from the service's cache, see
+/// `infra::auth`, and would not read the table).
 /// Returns the connection holding the lock (to be dropped after the kill) and the
 /// probe's task.
 async fn probe_key_lookup(
@@ -46,6 +48,15 @@ async fn probe_key_lookup(
     targets: &Targets,
     load: &Load,
 ) -> (sqlx::MySqlConnection, tokio::task::JoinHandle<CommandRun>) {
+    let keys = factledger::infra::store::open(url)
+        .await
+        .expect("open the database for a probe key")
+        .keys;
+    let key = keys
+        .create(factledger::infra::auth::Role::Service)
+        .await
+        .expect("create the probe's key");
+    let targets = targets.with_key(&key.secret);
     let mut lock = sqlx::MySqlConnection::connect(url)
         .await
         .expect("connect to lock api_keys");
@@ -61,7 +72,6 @@ async fn probe_key_lookup(
         positions: Vec::new(),
         event_ids: Vec::new(),
     };
-    let targets = targets.clone();
     let task = tokio::spawn(async move {
         load::resolve(&targets, &Progress::default(), &mut probe, 0).await;
         probe
