@@ -206,6 +206,12 @@ async fn cli_keys_authenticate_in_the_service_until_revoked() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["role"], "operator");
     succeeded(&run(dir.path(), &db.url, &["keys", "revoke", &key_id]));
+    // Revoked by another process: refused once this process's cache of accepted keys
+    // has let it go (`infra::auth::AUTH_CACHE_TTL_MS`).
+    tokio::time::sleep(std::time::Duration::from_millis(
+        factledger::infra::auth::AUTH_CACHE_TTL_MS + 100,
+    ))
+    .await;
     assert_eq!(keys.authenticate(&secret).await.unwrap(), None);
 }
 
