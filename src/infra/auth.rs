@@ -17,9 +17,9 @@
 //!
 //! **Cache** (issue 19, item 5): an accepted key is remembered for
 //! [`AUTH_CACHE_TTL_MS`], so a busy caller costs one `api_keys` read per second
-//! instead of one per request. A revocation through this process (API or CLI with
-//! the same handle) drops the key from the cache at once; one made by another process
-//! takes effect here within the TTL. Unknown and revoked secrets are never cached
+//! instead of one per request. A revocation through this `KeyStore` drops the key
+//! from the cache at once; one made by another process (`factledger keys revoke`, the
+//! only way keys are managed) takes effect in a running `serve` within the TTL. Unknown and revoked secrets are never cached
 //! (a key created a moment ago works at once), and the cache is bounded
 //! ([`AUTH_CACHE_KEYS_MAX`]: emptied when full).
 
