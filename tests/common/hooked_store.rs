@@ -1,13 +1,15 @@
 //! A test event store: a real one whose appends go through a hook (a crash torn
-//! mid-unit, a failure injected before or after the commit, a count), everything else
-//! delegated as it is.
+//! mid-unit, a failure injected before or after the commit — [`Flaky`] —, a count),
+//! everything else delegated as it is.
 
+use super::Rng;
 use async_trait::async_trait;
 use factledger::infra::store::{
     CommittedUnit, DynStore, EventFilter, EventStore, IdempotencyRecord, Keyring, StoreError,
     StoredEvent, StoredSnapshot, StreamTail, UnitOfWork,
 };
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// What an append does in a [`HookedStore`]; `inner` is the real store.
 #[async_trait]
@@ -142,5 +144,72 @@ impl<H: AppendHook> EventStore for HookedStore<H> {
 
     async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError> {
         self.hook.append(&self.inner, units).await
+    }
+}
+
+/// Counts of what a [`Flaky`] hook did.
+#[derive(Default)]
+pub struct FlakyCounts {
+    pub appends: AtomicU64,
+    pub failed_before: AtomicU64,
+    pub failed_after: AtomicU64,
+    /// Appends of more than one unit that committed.
+    pub groups_committed: AtomicU64,
+}
+
+/// Fails appends at random: 15 % before writing, 10 % AFTER the commit (the
+/// connection lost on the way back: the caller cannot know the outcome). With a
+/// latency, each append first waits up to that long (a round trip: the window in
+/// which a pipeline decides its next batch on this one's states).
+pub struct Flaky {
+    rng: Mutex<Rng>,
+    latency_us_max: u64,
+    pub counts: Arc<FlakyCounts>,
+}
+
+impl Flaky {
+    pub fn new(rng: Rng, latency_us_max: u64) -> Flaky {
+        Flaky {
+            rng: Mutex::new(rng),
+            latency_us_max,
+            counts: Arc::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl AppendHook for Flaky {
+    async fn append(
+        &self,
+        inner: &DynStore,
+        units: &[UnitOfWork],
+    ) -> Result<Vec<CommittedUnit>, StoreError> {
+        self.counts.appends.fetch_add(1, Ordering::Relaxed);
+        let (roll, latency_us) = {
+            let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+            let roll = rng.below(100);
+            let latency = (self.latency_us_max > 0).then(|| rng.below(self.latency_us_max));
+            (roll, latency)
+        };
+        if let Some(us) = latency_us {
+            tokio::time::sleep(std::time::Duration::from_micros(us)).await;
+        }
+        if roll < 15 {
+            self.counts.failed_before.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Database(
+                "injected: failed before writing".into(),
+            ));
+        }
+        let out = inner.append(units).await;
+        if out.is_ok() && units.len() > 1 {
+            self.counts.groups_committed.fetch_add(1, Ordering::Relaxed);
+        }
+        if roll < 25 && out.is_ok() {
+            self.counts.failed_after.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::OutcomeUnknown(
+                "injected: committed, answer lost".into(),
+            ));
+        }
+        out
     }
 }

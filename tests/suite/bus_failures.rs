@@ -17,16 +17,14 @@
 //! Seeded (`FACTLEDGER_BUS_SEED` picks another; a failure prints the seed), bounded
 //! in commands and attempts.
 
-use crate::common::hooked_store::{AppendHook, HookedStore};
+use crate::common::hooked_store::{Flaky, HookedStore};
 use crate::common::{meta, Rng, TestDb};
-use factledger::infra::store::{
-    CommittedUnit, DynStore, IdempotencyRow, StoreError, UnitOfWork, READ_LIMIT_MAX,
-};
+use factledger::infra::store::{DynStore, IdempotencyRow, READ_LIMIT_MAX};
 use factledger::runtime::bus::{BusError, CommandBus, CommandEnvelope};
 use factledger_aggregates::wallet::{Wallet, WalletCommand};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 const CALLERS: u64 = 8;
 const COMMANDS_PER_CALLER: u64 = 40;
@@ -34,38 +32,6 @@ const WALLETS: u64 = 6;
 /// Attempts of one command (its first send and the retries with its key).
 const ATTEMPTS_MAX: u32 = 25;
 const SEED_ENV: &str = "FACTLEDGER_BUS_SEED";
-
-/// Fails appends at random: 15 % before writing, 10 % after the commit.
-struct Flaky {
-    rng: Mutex<Rng>,
-}
-
-#[async_trait::async_trait]
-impl AppendHook for Flaky {
-    async fn append(
-        &self,
-        inner: &DynStore,
-        units: &[UnitOfWork],
-    ) -> Result<Vec<CommittedUnit>, StoreError> {
-        let roll = self
-            .rng
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .below(100);
-        if roll < 15 {
-            return Err(StoreError::Database(
-                "injected: failed before writing".into(),
-            ));
-        }
-        let out = inner.append(units).await;
-        if roll < 25 && out.is_ok() {
-            return Err(StoreError::OutcomeUnknown(
-                "injected: committed, answer lost".into(),
-            ));
-        }
-        out
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fate {
@@ -184,9 +150,7 @@ both_backends!(
         }
         let flaky: DynStore = Arc::new(HookedStore {
             inner: database.store.clone(),
-            hook: Flaky {
-                rng: Mutex::new(Rng(seed)),
-            },
+            hook: Flaky::new(Rng(seed), 0),
         });
         let buses = [
             CommandBus::<Wallet>::start(flaky.clone()),

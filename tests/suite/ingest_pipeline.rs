@@ -39,7 +39,7 @@
 //! seed). The failures' interleaving with the callers is not replayed exactly (the
 //! hook's generator is shared by concurrent appends), the orders sent are.
 
-use crate::common::hooked_store::{AppendHook, HookedStore};
+use crate::common::hooked_store::{AppendHook, Flaky, HookedStore};
 use crate::common::{meta, reference_data, Rng, TestDb};
 use factledger::affiliate::ingest::Ingestor;
 use factledger::affiliate::{IngestResult, OrderIngestor};
@@ -57,7 +57,7 @@ use factledger_aggregates::wallet::Wallet;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 const CALLERS: u64 = 4;
 const PAGES_PER_CALLER: u64 = 8;
@@ -97,58 +97,6 @@ const LINKS: [(&str, Option<&str>, Option<&str>); 5] = [
     ("t-9", None, None),
 ];
 const USERS: [&str; 5] = ["u-0", "u-1", "u-2", "u-3", "u-4"];
-
-/// Counts of what the hook did.
-#[derive(Default)]
-struct Counts {
-    appends: AtomicU64,
-    failed_before: AtomicU64,
-    failed_after: AtomicU64,
-    /// Appends of more than one unit that committed (pages that went as a group).
-    groups_committed: AtomicU64,
-}
-
-/// Fails appends at random: 15 % before writing, 10 % after the commit; each
-/// append first waits up to [`LATENCY_US_MAX`].
-struct Flaky {
-    rng: Mutex<Rng>,
-    counts: Arc<Counts>,
-}
-
-#[async_trait::async_trait]
-impl AppendHook for Flaky {
-    async fn append(
-        &self,
-        inner: &DynStore,
-        units: &[UnitOfWork],
-    ) -> Result<Vec<CommittedUnit>, StoreError> {
-        self.counts.appends.fetch_add(1, Ordering::Relaxed);
-        let (roll, latency_us) = {
-            let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-            (rng.below(100), rng.below(LATENCY_US_MAX))
-        };
-        // A round trip: the window in which the next page is decided on this one's
-        // states.
-        tokio::time::sleep(std::time::Duration::from_micros(latency_us)).await;
-        if roll < 15 {
-            self.counts.failed_before.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Database(
-                "injected: failed before writing".into(),
-            ));
-        }
-        let out = inner.append(units).await;
-        if out.is_ok() && units.len() > 1 {
-            self.counts.groups_committed.fetch_add(1, Ordering::Relaxed);
-        }
-        if roll < 25 && out.is_ok() {
-            self.counts.failed_after.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::OutcomeUnknown(
-                "injected: committed, answer lost".into(),
-            ));
-        }
-        out
-    }
-}
 
 /// One order of the pool.
 struct Spec {
@@ -418,13 +366,11 @@ both_backends!(
         let mut rng = Rng(seed | 1);
         let pool: Arc<Vec<Spec>> = Arc::new((0..POOL).map(|i| Spec::new(i, &mut rng)).collect());
 
-        let counts = Arc::new(Counts::default());
+        let hook = Flaky::new(Rng(seed ^ 0x5DEE_CE66), LATENCY_US_MAX);
+        let counts = hook.counts.clone();
         let flaky: DynStore = Arc::new(HookedStore {
             inner: db.store.clone(),
-            hook: Flaky {
-                rng: Mutex::new(Rng(seed ^ 0x5DEE_CE66)),
-                counts: counts.clone(),
-            },
+            hook,
         });
         let ingestor = Ingestor::new(flaky, meta());
         let tasks: Vec<_> = (0..CALLERS)
