@@ -21,6 +21,10 @@ pub const POLL_OTHER_WRITERS_MS: u64 = 50;
 /// commit: with ten projectors on one database those commits outnumbered the
 /// appends' own. The first events after an idle spell are applied at once.
 pub const BUSY_LINGER_MS: u64 = 10;
+/// How often an idle runner (its last catch-up found nothing to apply) refreshes its
+/// status (position, head, lag) from the database; a busy or failing one refreshes
+/// after every catch-up. Idle, the refresh was half of a projector's polling reads.
+pub const REFRESH_IDLE_EVERY_MS: u64 = 1_000;
 /// How often a runner whose checkpoint is held by a rebuild tries again.
 pub const POLL_HELD_MS: u64 = 50;
 /// How often such a runner looks for a hold left by a dead rebuild.
@@ -135,6 +139,7 @@ where
         let mut backoff_ms = 0u64;
         let mut last_resolve: Option<std::time::Instant> = None;
         let mut stall = Stall::default();
+        let mut refreshed: Option<std::time::Instant> = None;
         loop {
             // Seen before the catch-up: a commit during it wakes the next wait at once.
             if let Some(h) = &mut head {
@@ -142,6 +147,7 @@ where
             }
             let outcome = catch_up().await;
             let busy = matches!(outcome, Ok(n) if n > 0);
+            let idle = matches!(outcome, Ok(0));
             let held = matches!(outcome, Err(RunnerError::CheckpointMoved(_)));
             // Held by a rebuild, or raced by another runner. A hold whose rebuild died
             // would stop this projection for good: look for a stale one, now and then
@@ -192,7 +198,11 @@ where
                     }
                 }
             }
-            refresh(&store, &db, &shared, name, version).await;
+            let every = std::time::Duration::from_millis(REFRESH_IDLE_EVERY_MS);
+            if !idle || refreshed.is_none_or(|t| t.elapsed() >= every) {
+                refresh(&store, &db, &shared, name, version).await;
+                refreshed = Some(std::time::Instant::now());
+            }
             // While held, a batch read and projected is thrown away: poll slower.
             let pause = if backoff_ms > 0 {
                 backoff_ms

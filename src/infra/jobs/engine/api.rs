@@ -42,6 +42,7 @@ impl Engine {
             kicks,
             kick_rx: std::sync::Mutex::new(Some(kick_rx)),
             completions,
+            quota_rows: Default::default(),
         });
         tokio::spawn(completer(db, completion_rx));
         Ok(Engine { inner })

@@ -159,8 +159,20 @@ impl Engine {
     ) -> Result<(u32, Vec<ClaimedJob>, bool), JobError> {
         let now = now_ms();
         let quota = kind.cap.is_some() && !matches!(pick, Pick::Ids { auto: false, .. });
-        if quota {
+        let known = || {
+            self.inner
+                .quota_rows
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(kind.name)
+        };
+        if quota && !known() {
             self.ensure_quota_row(kind.name).await?;
+            self.inner
+                .quota_rows
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(kind.name);
         }
         // SQLite's BEGIN IMMEDIATE takes the database lock: reads stay as read.
         let mut tx = Tx::begin_write(&self.inner.db).await?;

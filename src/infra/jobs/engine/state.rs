@@ -26,6 +26,9 @@ pub(super) struct Inner {
     pub(super) kicks: mpsc::Sender<Vec<String>>,
     pub(super) kick_rx: std::sync::Mutex<Option<mpsc::Receiver<Vec<String>>>>,
     pub(super) completions: mpsc::Sender<(Completion, oneshot::Sender<Result<Completed, String>>)>,
+    /// Kinds whose `job_quota_locks` row this process made sure of (rows are never
+    /// deleted): asked once per kind, not once per claim round.
+    pub(super) quota_rows: std::sync::Mutex<std::collections::HashSet<&'static str>>,
 }
 
 /// The job engine of this process. Cheap to clone.
