@@ -110,7 +110,7 @@ both_backends!(
             at: chrono::Utc::now(),
         };
         let f = flying.clone();
-        run_unit::<(), WithdrawalError, _, _>(&db.store, &meta(), |mut unit| {
+        let edited = run_unit::<(), WithdrawalError, _, _>(&db.store, &meta(), |mut unit| {
             let (f, outcome) = (f.clone(), outcome.clone());
             async move {
                 let mut w = unit.load::<Withdrawal, WithdrawalError>(&f).await?;
@@ -124,6 +124,20 @@ both_backends!(
         })
         .await
         .unwrap();
+        // The provider check reads `withdrawal_records`: wait until the projection has
+        // the edit (this store does not wake the service's projectors, they poll).
+        let (status, page) = env
+            .app
+            .get(&format!(
+                "/v1/withdrawals?limit=1&min_position={}",
+                edited.position
+            ))
+            .await;
+        assert_eq!(status, 200, "{page}");
+        assert!(
+            page["position"].as_i64().unwrap() >= edited.position,
+            "{page}"
+        );
 
         let deadline = Instant::now() + Duration::from_secs(10);
         while env.withdrawal(&failed).await["contradictions"] != 1 {
