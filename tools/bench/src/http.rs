@@ -311,6 +311,19 @@ pub(crate) struct Answer {
     code: Option<String>,
 }
 
+impl Answer {
+    /// A 2xx, or an error naming `what` with the status and problem code.
+    fn ensure_2xx(&self, what: &str) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (200..300).contains(&self.status),
+            "{what}: {} {:?}",
+            self.status,
+            self.code
+        );
+        Ok(())
+    }
+}
+
 impl Api {
     fn new(base: &str, key: &str, pool: usize) -> anyhow::Result<Self> {
         Ok(Self {
@@ -394,14 +407,9 @@ fn credit_body(ref_id: &str) -> String {
 async fn open_wallets(api: &Api, ids: &[String]) -> anyhow::Result<()> {
     let results: Vec<anyhow::Result<()>> = futures::stream::iter(ids.iter().map(|id| async move {
         let body = format!(r#"{{"type":"Open","user_id":"u-{id}","currency":"IDR"}}"#);
-        let a = api.post(&api.wallet_url(id), body).await?;
-        anyhow::ensure!(
-            (200..300).contains(&a.status),
-            "open wallet {id}: {} {:?}",
-            a.status,
-            a.code
-        );
-        Ok(())
+        api.post(&api.wallet_url(id), body)
+            .await?
+            .ensure_2xx(&format!("open wallet {id}"))
     }))
     .buffer_unordered(16)
     .collect()

@@ -562,16 +562,24 @@ impl Report {
     }
 }
 
+/// Drop MariaDB database `db` on `server` and create it empty.
+pub(crate) async fn recreate_mysql_database(server: &str, db: &str) -> anyhow::Result<()> {
+    let mut conn = sqlx::MySqlConnection::connect(server)
+        .await
+        .map_err(|e| anyhow::anyhow!("connect to {server}: {e}"))?;
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {db}"),
+        format!("CREATE DATABASE {db}"),
+    ] {
+        sqlx::Executor::execute(&mut conn, sql.as_str()).await?;
+    }
+    conn.close().await?;
+    Ok(())
+}
+
 pub(crate) async fn fresh_store(url: &str) -> anyhow::Result<DynStore> {
     if let Some((server, db)) = url.rsplit_once('/').filter(|_| url.starts_with("mysql://")) {
-        let mut conn = sqlx::MySqlConnection::connect(server).await?;
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {db}"),
-            format!("CREATE DATABASE {db}"),
-        ] {
-            sqlx::Executor::execute(&mut conn, sql.as_str()).await?;
-        }
-        conn.close().await?;
+        recreate_mysql_database(server, db).await?;
     } else if let Some(path) = url.strip_prefix("sqlite://") {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{path}{suffix}"));

@@ -95,17 +95,10 @@ async fn closed(ctx: &Ctx, args: &Args, kind: Kind) -> anyhow::Result<Row> {
         let results: Vec<anyhow::Result<()>> = futures::stream::iter(credits.map(|(w, k)| {
             let url = &urls[w as usize];
             async move {
-                let a = ctx
-                    .api
+                ctx.api
                     .post(url, credit_body(&format!("d-w{w}-{k}")))
-                    .await?;
-                anyhow::ensure!(
-                    (200..300).contains(&a.status),
-                    "credit d-w{w}-{k}: {} {:?}",
-                    a.status,
-                    a.code
-                );
-                Ok(())
+                    .await?
+                    .ensure_2xx(&format!("credit d-w{w}-{k}"))
             }
         }))
         .buffer_unordered(16)

@@ -3,7 +3,6 @@
 //! that kills it when dropped (an error or a panic in the bench included).
 
 use anyhow::Context;
-use sqlx::Connection;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -169,16 +168,7 @@ async fn fresh_database(url: &str) -> anyhow::Result<()> {
             !db.is_empty() && db.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
             "--database-url: the database name {db:?} must be [A-Za-z0-9_]"
         );
-        let mut conn = sqlx::MySqlConnection::connect(server)
-            .await
-            .with_context(|| format!("connect to {server}"))?;
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {db}"),
-            format!("CREATE DATABASE {db}"),
-        ] {
-            sqlx::Executor::execute(&mut conn, sql.as_str()).await?;
-        }
-        conn.close().await?;
+        crate::recreate_mysql_database(server, db).await?;
     } else if let Some(path) = url.strip_prefix("sqlite://") {
         let path = path.split('?').next().unwrap_or(path);
         anyhow::ensure!(
