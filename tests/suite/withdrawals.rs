@@ -134,7 +134,13 @@ both_backends!(
                 "PayoutAccepted"
             ]
         );
-        assert_eq!(names.last().map(String::as_str), Some("PayoutSucceeded"));
+        // The webhook and the worker's own call answer race: when the webhook lands
+        // first, the attempt is closed afterwards by a `PayoutAttemptEnded`.
+        let tail: Vec<&str> = names[4..].iter().map(String::as_str).collect();
+        assert!(
+            tail == ["PayoutSucceeded"] || tail == ["PayoutSucceeded", "PayoutAttemptEnded"],
+            "{names:?}"
+        );
         let text = w.to_string();
         assert!(
             !text.contains(PASSWORD) && !text.contains("argon2"),
