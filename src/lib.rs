@@ -4,7 +4,7 @@
 //! handle, jobs, outbox, auth, telemetry) → [`runtime`] (command bus, unit of work,
 //! projection runner, rebuild, reconciliation, the HTTP plumbing) → one folder per
 //! capability ([`wallet`], [`affiliate`], [`bill`], [`callbacks`], [`payouts`], [`audit`],
-//! [`ops`]).
+//! [`ops`]), and the operator [`console`], which calls the API and no capability.
 //! Only the composition root ([`server`], `main.rs`) knows every capability.
 #![forbid(unsafe_code)]
 
@@ -15,6 +15,7 @@ pub mod affiliate;
 pub mod audit;
 pub mod bill;
 pub mod callbacks;
+pub mod console;
 pub mod ledger;
 pub mod ops;
 pub mod payouts;

@@ -9,6 +9,11 @@
 #   1c. give that MariaDB a self-signed TLS certificate (tools/mariadb-tls.sh: CA and
 #      server cert under /etc/mysql/factledger-tls, restarting the server once if it
 #      ran without TLS) and export FACTLEDGER_TEST_MYSQL_TLS_CA for tests/tls.rs,
+#   1d. make sure chromium and chromedriver are there for the console's browser tests
+#      (installs the Debian packages chromium and chromium-driver when `chromedriver`
+#      is missing) and export FACTLEDGER_CHROMEDRIVER and FACTLEDGER_CONSOLE_SHOTS
+#      (screenshots of every console page visited, under
+#      ${CARGO_TARGET_DIR:-target}/console-shots/<backend>/, not committed),
 #   2. drop stale `fl_test_*` databases left by earlier, interrupted runs,
 #   3. the layer rule of src/ (tools/check-layers.sh, with its self-test),
 #      cargo fmt --check, cargo clippy -D warnings, cargo deny (supply chain: bans,
@@ -255,6 +260,17 @@ ensure_nats() {
   done
 }
 
+# The console's browser tests (tests/suite/console_browser.rs) drive headless
+# chromium through chromedriver; Debian packages both.
+ensure_chromedriver() {
+  if ! command -v chromedriver >/dev/null 2>&1; then
+    echo "installing chromium and chromium-driver"
+    apt_install chromium chromium-driver
+  fi
+  command -v chromedriver >/dev/null 2>&1 || die "chromedriver still missing after installing chromium-driver"
+  chromedriver --version
+}
+
 # Installed once, outside the project's target dir (cargo install would otherwise
 # honour CARGO_TARGET_DIR and leave a release build of cargo-deny in it).
 ensure_cargo_deny() {
@@ -308,6 +324,17 @@ ensure_nats
 echo "FACTLEDGER_TEST_NATS_URL=$FACTLEDGER_TEST_NATS_URL"
 echo "RUST_TEST_THREADS=$RUST_TEST_THREADS"
 echo "CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-<default: ./target>}"
+
+section "chromium and chromedriver (console browser tests)"
+ensure_chromedriver
+FACTLEDGER_CHROMEDRIVER="$(command -v chromedriver)"
+export FACTLEDGER_CHROMEDRIVER
+mkdir -p "${CARGO_TARGET_DIR:-target}/console-shots"
+# Absolute: the tests run with the package root as their working directory anyway.
+FACTLEDGER_CONSOLE_SHOTS="$(cd "${CARGO_TARGET_DIR:-target}/console-shots" && pwd)"
+export FACTLEDGER_CONSOLE_SHOTS
+echo "FACTLEDGER_CHROMEDRIVER=$FACTLEDGER_CHROMEDRIVER"
+echo "FACTLEDGER_CONSOLE_SHOTS=$FACTLEDGER_CONSOLE_SHOTS"
 
 section "layers (tools/check-layers.sh: infra <- runtime <- capability)"
 tools/check-layers.sh --self-test

@@ -125,6 +125,42 @@ pub async fn events(
     Ok(Json(AuditPage { events, next_after }))
 }
 
+/// The event at one global position (every role): what a figure's "why" link opens.
+#[utoipa::path(
+    get,
+    path = "/v1/audit/events/{position}",
+    params(("position" = i64, Path, description = "global position, 1 or more")),
+    responses((status = 200, body = EventView), (status = 404, body = ProblemBody),
+              (status = 422, body = ProblemBody)),
+    security(("bearer" = []))
+)]
+pub async fn event_at(
+    State(state): State<AppState>,
+    _caller: Caller,
+    Path(raw): Path<String>,
+) -> Result<Json<EventView>, Problem> {
+    let position = raw.parse::<i64>().ok().filter(|p| *p >= 1).ok_or_else(|| {
+        Problem::invalid(
+            "INVALID_FIELD",
+            "position",
+            "must be a whole number, 1 or more",
+        )
+    })?;
+    let found = state.store.read_positions(position, position).await?;
+    let event = found
+        .iter()
+        .find(|e| e.global_position == position)
+        .ok_or_else(|| {
+            Problem::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "EVENT_NOT_FOUND",
+                format!("no event at position {position}"),
+            )
+            .field("position")
+        })?;
+    Ok(Json(event.view()?))
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AsOfQuery {

@@ -8,6 +8,7 @@ pub fn routes() -> axum::Router<crate::runtime::http::AppState> {
     use axum::routing::{get, post};
     axum::Router::new()
         .route("/v1/audit/events", get(api::events))
+        .route("/v1/audit/events/{position}", get(api::event_at))
         .route("/v1/audit/verify", post(api::verify))
         .route(
             "/v1/audit/anchors",

@@ -1,5 +1,6 @@
 //! The service's HTTP router: every capability's routes merged, under one stack of
-//! layers (body limit, request timeout, metrics, request ids, tracing).
+//! layers (body limit, request timeout, metrics, request ids, tracing), and the
+//! operator console, which calls the API router in-process.
 
 use super::system;
 use crate::runtime::http::{limits, track_metrics, AppState, BODY_BYTES_MAX, REQUEST_ID};
@@ -12,20 +13,10 @@ use tower_http::trace::TraceLayer;
 
 pub fn router(state: AppState) -> Router {
     let request_timeout = std::time::Duration::from_millis(state.limits.http.request_timeout_ms);
-    Router::new()
-        .route("/health", get(system::health))
-        .route("/metrics", get(system::metrics))
-        .route("/openapi.json", get(system::openapi))
-        .route("/v1/projections", get(system::projections))
-        .merge(crate::wallet::routes())
-        .merge(crate::affiliate::routes())
-        .merge(crate::bill::routes())
-        .merge(crate::ledger::routes())
-        .merge(crate::callbacks::routes())
-        .merge(crate::audit::routes())
-        .merge(crate::ops::routes())
-        .merge(crate::payouts::routes())
-        .merge(crate::services::routes())
+    let api = api(state);
+    let console = crate::console::routes(api.1, api.0.clone());
+    api.0
+        .merge(console)
         .layer(axum::extract::DefaultBodyLimit::max(BODY_BYTES_MAX))
         .layer(axum::middleware::from_fn_with_state(
             request_timeout,
@@ -42,7 +33,27 @@ pub fn router(state: AppState) -> Router {
             tracing::info_span!("http", method = %req.method(), uri = %req.uri(), request_id)
         }))
         .layer(SetRequestIdLayer::new(REQUEST_ID.clone(), MakeRequestUuid))
-        .with_state(state)
+}
+
+/// The JSON API with its state (what the console calls in-process), and the state.
+fn api(state: AppState) -> (Router, AppState) {
+    let api = Router::new()
+        .route("/health", get(system::health))
+        .route("/metrics", get(system::metrics))
+        .route("/openapi.json", get(system::openapi))
+        .route("/v1/projections", get(system::projections))
+        .merge(crate::wallet::routes())
+        .merge(crate::affiliate::routes())
+        .merge(crate::bill::routes())
+        .merge(crate::ledger::routes())
+        .merge(crate::callbacks::routes())
+        .merge(crate::audit::routes())
+        .merge(crate::ops::routes())
+        .merge(crate::payouts::routes())
+        .merge(crate::services::routes())
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .with_state(state.clone());
+    (api, state)
 }
 
 /// `/metrics` alone, unauthenticated: what `serve --metrics-listen` serves on its own

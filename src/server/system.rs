@@ -46,6 +46,7 @@ use utoipa::OpenApi;
         crate::ops::rebuilds::start,
         crate::ops::rebuilds::status,
         crate::audit::api::events,
+        crate::audit::api::event_at,
         crate::audit::api::state_as_of,
         crate::audit::api::verify,
         crate::audit::api::list_anchors,

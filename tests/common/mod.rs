@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod app;
+pub mod console;
 pub mod hooked_store;
 pub mod load;
 pub mod mariadb;

@@ -117,6 +117,7 @@ const TABLE: &[(&str, &str, Access)] = &[
     // Providers authenticate by signature or token, never by an API key.
     ("post", "/v1/callbacks/{provider}", Public),
     ("get", "/v1/audit/events", Read),
+    ("get", "/v1/audit/events/{position}", Read),
     ("post", "/v1/audit/verify", Read),
     ("get", "/v1/audit/anchors", Read),
     ("post", "/v1/audit/anchors", Operate),
@@ -186,6 +187,7 @@ fn concrete(path: &str) -> String {
         ("{booking_no}", "BK-1"),
         ("{booking_action}", "BK-1:start"),
         ("{refund_no}", "RF-1"),
+        ("{position}", "1"),
     ];
     let mut out = path.to_owned();
     for (k, v) in values {

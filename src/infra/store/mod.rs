@@ -22,6 +22,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 pub use hash::{ChainKey, Hashed, GENESIS_HASH, LEGACY_KEY_ID};
+pub(crate) use head::observe_append;
 pub use head::HeadSignal;
 pub use integrity::Keyring;
 pub use time::{time_text, time_text_ago};
@@ -387,6 +388,9 @@ pub struct EventView {
     pub event_type: String,
     /// The version of `payload`'s shape after upcasting.
     pub event_version: i32,
+    /// The version the event was written in (below `event_version` when it was upcast
+    /// on read; stored events are never rewritten).
+    pub stored_version: i32,
     #[schema(value_type = Object)]
     pub payload: Value,
     #[schema(value_type = Object)]
@@ -414,6 +418,7 @@ impl StoredEvent {
             event_id: self.event_id.clone(),
             event_type: self.event_type.clone(),
             event_version,
+            stored_version: self.event_version,
             payload,
             metadata,
             hash: self.hash.clone(),

@@ -277,6 +277,7 @@ impl EventStore for MysqlStore {
     }
 
     async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError> {
+        let started = std::time::Instant::now();
         let script = append::build(units, self.bind_events_min)?;
         let (stmts, total) = (&script.stmts, script.total);
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
@@ -304,6 +305,7 @@ impl EventStore for MysqlStore {
                     .collect();
                 debug_assert_eq!(next - base, total as i64);
                 self.head.committed(&committed);
+                super::observe_append("mysql", units, started);
                 Ok(committed)
             }
             Err(e) => {

@@ -459,6 +459,7 @@ impl EventStore for SqliteStore {
     }
 
     async fn append(&self, units: &[UnitOfWork]) -> Result<Vec<CommittedUnit>, StoreError> {
+        let started = std::time::Instant::now();
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
@@ -470,6 +471,7 @@ impl EventStore for SqliteStore {
                     .await
                     .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))?;
                 self.head.committed(&committed);
+                super::observe_append("sqlite", units, started);
                 Ok(committed)
             }
             Err(e) => {

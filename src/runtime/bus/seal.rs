@@ -224,6 +224,7 @@ where
             event_id: id,
             event_type: event.event_type.clone(),
             event_version: event.event_version,
+            stored_version: event.event_version,
             payload: payload_value,
             metadata: full,
             hash: event.hash.clone(),

@@ -38,6 +38,9 @@ pub const MIN_POSITION_WAIT_MS_MAX: u64 = 2_000;
 #[derive(Debug, Clone, Default, serde::Serialize, utoipa::ToSchema)]
 pub struct ProjectionStatus {
     pub name: String,
+    /// `POST /v1/projections/{name}/rebuild` can rebuild it (the others are rebuilt
+    /// with `factledger rebuild <name>`).
+    pub rebuildable: bool,
     pub version: i32,
     /// Global position of the last event applied.
     pub position: i64,
@@ -124,6 +127,7 @@ where
 {
     let status: SharedStatus = std::sync::Arc::new(std::sync::Mutex::new(ProjectionStatus {
         name: name.to_owned(),
+        rebuildable: crate::runtime::rebuild::rebuildable(name),
         version,
         ..Default::default()
     }));

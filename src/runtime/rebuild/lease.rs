@@ -9,6 +9,11 @@ use crate::runtime::projection::{lease_cutoff, now, RunnerError};
 use factledger_projections::table::{Cell, ColType, Column, TableDef};
 use factledger_projections::wallet::{self};
 
+/// Does [`begin`] rebuild `projection` (the wallet projection, full or one wallet)?
+pub fn rebuildable(projection: &str) -> bool {
+    projection == wallet::NAME
+}
+
 /// Register a rebuild of `projection`. A full rebuild first resolves a hold left by a
 /// dead rebuild, then takes the lease (or reports who has it).
 pub async fn begin(
@@ -18,7 +23,7 @@ pub async fn begin(
     scope: Scope,
     requested_by: &str,
 ) -> Result<Rebuild, RebuildError> {
-    if projection != wallet::NAME {
+    if !rebuildable(projection) {
         return Err(RebuildError::UnknownProjection(projection.to_owned()));
     }
     db.checkpoint(wallet::NAME, wallet::VERSION).await?;

@@ -43,7 +43,7 @@ mod swap;
 
 pub use crate::runtime::projection::{LEASE_MS, WALLET_ROW_TABLES, WALLET_TABLES};
 pub use full::RECONCILIATION_WAIT_MS_MAX;
-pub use lease::{begin, resolve_stale_hold, status};
+pub use lease::{begin, rebuildable, resolve_stale_hold, status};
 pub use model::{
     Progress, Rebuild, RebuildError, RebuildOptions, RebuildStatus, Scope, FLUSH_EVENTS_DEFAULT,
 };
