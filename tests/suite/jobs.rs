@@ -843,3 +843,47 @@ both_backends!(
         assert_eq!(*seen.lock().unwrap(), vec![false, true]);
     }
 );
+
+/// A manual retry names its job: a row another transaction holds for a moment (a
+/// scan's next-key lock, a heartbeat, an upsert) is waited for, never skipped — SKIP
+/// LOCKED is for scans and kicks, which take whatever is free.
+mod a_manual_retry_waits_for_a_locked_row_instead_of_skipping_it {
+    use super::*;
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn mysql() {
+        let db = TestDb::new(common::Backend::Mysql).await;
+        let probe = Arc::new(Probe::default());
+        let e = engine_with(&db, |c| c.skip_locked = true, vec![(&QUICK, probe.clone())]).await;
+        // Due in a minute: no kick or scan takes it first.
+        let code = e
+            .submit(
+                &JobSubmit::plain(&QUICK, "locked", json!({"key": "locked"}))
+                    .due_at_ms(now_ms() + 60_000),
+            )
+            .await
+            .unwrap();
+        let Db::Mysql(pool) = e.db() else {
+            unreachable!("a MariaDB engine")
+        };
+        let mut holder = pool.begin().await.unwrap();
+        sqlx::query(&format!(
+            "SELECT id FROM jobs WHERE code = '{code}' FOR UPDATE"
+        ))
+        .fetch_all(&mut *holder)
+        .await
+        .unwrap();
+        let retry = {
+            let (e, code) = (e.clone(), code.clone());
+            tokio::spawn(async move {
+                e.retry(&Selector::parse(vec![code], vec![]).unwrap())
+                    .await
+                    .unwrap()
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        holder.commit().await.unwrap();
+        let r = retry.await.unwrap();
+        assert_eq!((r.candidates, r.claimed, r.succeeded), (1, 1, 1), "{r:?}");
+        assert_eq!(probe.rounds().len(), 1);
+    }
+}

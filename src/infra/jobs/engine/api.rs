@@ -11,9 +11,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// Claims a manual retry tries when its compare-and-set loses to a concurrent change.
-const CAS_TRIES: u32 = 3;
-
 impl Engine {
     /// An engine for these kinds (names and prefixes unique) and their handlers.
     pub fn new(
@@ -239,21 +236,16 @@ impl Engine {
                     report.skipped += 1;
                     continue;
                 };
-                // A candidate read but not taken lost its compare-and-set to a change
-                // made in between: read it again (a claim by another run reads as no
-                // candidate, and is skipped).
-                let mut tries = 0;
-                let (claimed, paused) = loop {
-                    tries += 1;
-                    let pick = Pick::Ids {
-                        ids: vec![id],
-                        auto: false,
-                    };
-                    let (seen, claimed, paused) = self.claim(reg.kind, pick, report.run_id).await?;
-                    if paused || !claimed.is_empty() || seen == 0 || tries == CAS_TRIES {
-                        break (claimed, paused);
-                    }
-                };
+                let (_, claimed, paused) = self
+                    .claim(
+                        reg.kind,
+                        Pick::Ids {
+                            ids: vec![id],
+                            auto: false,
+                        },
+                        report.run_id,
+                    )
+                    .await?;
                 if paused {
                     report.paused = true;
                     return Err(JobError::Paused);

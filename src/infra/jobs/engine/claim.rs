@@ -247,7 +247,12 @@ impl Engine {
         now: i64,
     ) -> Result<Vec<Candidate>, JobError> {
         let mysql = tx.dialect() == Dialect::Mysql;
-        let skip_locked = if mysql && self.inner.config.skip_locked {
+        // A manual pick names its jobs: a row another transaction has locked for a
+        // moment (a scan's next-key lock, a heartbeat, an upsert) is read, not skipped,
+        // and the compare-and-set decides. Skipping is for scans and kicks, which take
+        // whatever is free.
+        let manual = matches!(pick, Pick::Ids { auto: false, .. });
+        let skip_locked = if mysql && self.inner.config.skip_locked && !manual {
             " FOR UPDATE SKIP LOCKED"
         } else {
             ""
