@@ -157,6 +157,9 @@ pub struct ReadQuery {
     min_position: Option<i64>,
     /// Ledger only: the last `sequence` of the previous page.
     cursor: Option<i64>,
+    /// Ledger only, instead of `cursor`: the lines just before this sequence (reading
+    /// back from the newest: `i64::MAX` for the last page).
+    before: Option<i64>,
     /// Ledger only: 1..=1000, default 100.
     limit: Option<i64>,
 }
@@ -263,8 +266,10 @@ pub async fn get_wallet(
 pub struct LedgerPage {
     pub wallet_id: String,
     pub entries: Vec<crate::runtime::projection::LedgerEntry>,
-    /// `cursor` for the next page, or null at the end.
+    /// `cursor` for the next page, or null at the end (or when read with `before`).
     pub next_cursor: Option<i64>,
+    /// Read with `before`: `before` for the page of older lines, or null at the start.
+    pub previous_before: Option<i64>,
     /// Global position the projection reflects.
     pub position: i64,
 }
@@ -275,6 +280,7 @@ pub struct LedgerPage {
     path = "/v1/wallets/{wallet_id}/ledger",
     params(("wallet_id" = String, Path, description = "Wallet id"),
            ("cursor" = Option<i64>, Query, description = "last sequence of the previous page"),
+           ("before" = Option<i64>, Query, description = "instead of cursor: the lines just before this sequence, newest first in reading (returned in sequence order)"),
            ("limit" = Option<i64>, Query, description = "1..=1000, default 100"),
            ("min_position" = Option<i64>, Query, description = "wait until the projection has applied this position")),
     responses((status = 200, body = LedgerPage), (status = 422, body = ProblemBody),
@@ -290,29 +296,56 @@ pub async fn get_ledger(
         ReadQuery,
     >,
 ) -> Result<Json<LedgerPage>, Problem> {
+    use crate::runtime::projection::LedgerFrom;
     let wallet_id = parse_id("wallet_id", &wallet_id)?;
-    let cursor = q.cursor.unwrap_or(0);
-    if cursor < 0 {
-        return Err(Problem::invalid(
-            "INVALID_FIELD",
-            "cursor",
-            "must not be negative",
-        ));
-    }
+    let from = match (q.cursor, q.before) {
+        (Some(_), Some(_)) => {
+            return Err(Problem::invalid(
+                "INVALID_FIELD",
+                "before",
+                "give cursor or before, not both",
+            ))
+        }
+        (Some(c), None) if c < 0 => {
+            return Err(Problem::invalid(
+                "INVALID_FIELD",
+                "cursor",
+                "must not be negative",
+            ))
+        }
+        (None, Some(b)) if b < 1 => {
+            return Err(Problem::invalid(
+                "INVALID_FIELD",
+                "before",
+                "must be 1 or more",
+            ))
+        }
+        (None, Some(b)) => LedgerFrom::Before(b),
+        (c, None) => LedgerFrom::After(c.unwrap_or(0)),
+    };
     let limit = crate::runtime::http::page_limit(q.limit)?;
     let position = reflected(&state, q.min_position).await?;
     let entries = state
         .db
-        .ledger(wallet_id.as_str(), cursor, limit)
+        .ledger_page(wallet_id.as_str(), from, limit)
         .await
         .map_err(|e| Problem::internal(e.to_string()))?;
-    let next_cursor = (entries.len() as i64 == limit)
-        .then(|| entries.last().map(|e| e.sequence))
-        .flatten();
+    let full = entries.len() as i64 == limit;
+    let (next_cursor, previous_before) = match from {
+        LedgerFrom::After(_) => (
+            full.then(|| entries.last().map(|e| e.sequence)).flatten(),
+            None,
+        ),
+        LedgerFrom::Before(_) => (
+            None,
+            full.then(|| entries.first().map(|e| e.sequence)).flatten(),
+        ),
+    };
     Ok(Json(LedgerPage {
         wallet_id: wallet_id.as_str().to_owned(),
         entries,
         next_cursor,
+        previous_before,
         position,
     }))
 }

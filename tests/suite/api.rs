@@ -987,6 +987,50 @@ both_backends!(
         assert_eq!(rest["entries"].as_array().unwrap().len(), 3);
         assert_eq!(rest["next_cursor"], Value::Null);
         assert_eq!(rest["entries"][2]["after_pending_minor"], 1_500);
+        // Read back from the newest: the last two lines in sequence order, then the
+        // two before them, then the first one alone.
+        let newest = app
+            .get(&format!(
+                "/v1/wallets/{w}/ledger?before={}&limit=2",
+                i64::MAX
+            ))
+            .await
+            .json();
+        let seqs = |p: &Value| -> Vec<i64> {
+            p["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["sequence"].as_i64().unwrap())
+                .collect()
+        };
+        assert_eq!(seqs(&newest), [5, 6]);
+        assert_eq!(
+            (
+                newest["previous_before"].as_i64(),
+                newest["next_cursor"].as_i64()
+            ),
+            (Some(5), None)
+        );
+        let older = app
+            .get(&format!("/v1/wallets/{w}/ledger?before=5&limit=2"))
+            .await
+            .json();
+        assert_eq!(seqs(&older), [3, 4]);
+        let oldest = app
+            .get(&format!("/v1/wallets/{w}/ledger?before=3&limit=2"))
+            .await
+            .json();
+        assert_eq!(
+            (seqs(&oldest), oldest["previous_before"].as_i64()),
+            (vec![2], None)
+        );
+        app.get(&format!("/v1/wallets/{w}/ledger?before=0"))
+            .await
+            .problem(422, "INVALID_FIELD", Some("before"));
+        app.get(&format!("/v1/wallets/{w}/ledger?before=3&cursor=1"))
+            .await
+            .problem(422, "INVALID_FIELD", Some("before"));
 
         // A position the log has not reached yet: bounded wait, then a clear 503.
         let started = std::time::Instant::now();

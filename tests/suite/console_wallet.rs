@@ -79,7 +79,13 @@ both_backends!(
         let second = au.get(&next).await;
         assert!(second.html.contains("data-sequence=\"4\"") && !second.html.contains("data-sequence=\"2\""));
         let prev = attr_after(&second.html, "id=\"prev-page\"", "href").unwrap().replace("&amp;", "&");
-        assert!(prev.contains("cursor=0"), "{prev}");
+        let back = au.get(&prev).await;
+        assert!(
+            back.html.contains("data-sequence=\"2\"") && back.html.contains("data-sequence=\"3\"")
+                && !back.html.contains("data-sequence=\"4\""),
+            "{prev}"
+        );
+        assert!(!back.html.contains("id=\"prev-page\""), "no page before the first");
         // "why" of available: the release that made it, with before/after.
         let why = attr_after(&page.html, "id=\"why-available\"", "href").unwrap();
         let seq = release["events"][0]["sequence"].as_i64().unwrap();

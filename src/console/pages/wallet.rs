@@ -6,8 +6,9 @@
 //! `GET /v1/streams/wallet/{id}/state`.
 //!
 //! A bucket's "why" is the latest ledger line (at or before the as-of point) whose
-//! delta moved that bucket; a bucket no line ever moved is explained by the event
-//! that opened the wallet (sequence 1).
+//! delta moved that bucket, read back from there with the ledger's `before` paging
+//! (usually one page); a bucket no line ever moved is explained by the event that
+//! opened the wallet (sequence 1).
 
 use super::super::api::{enc, Api, Problem};
 use super::super::layout::{self, money, stream_href};
@@ -25,7 +26,7 @@ use std::collections::HashMap;
 /// Ledger lines per page, by default and at most.
 const PAGE_DEFAULT: i64 = 50;
 const PAGE_MAX: i64 = 1000;
-/// Ledger lines read to find each bucket's last movement (pages of 1,000).
+/// Pages of 1,000 ledger lines read back to find each bucket's last movement.
 const SCAN_PAGES_MAX: usize = 100;
 
 pub(super) fn routes() -> Router<Console> {
@@ -92,37 +93,66 @@ fn parse_time(t: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     .map(|n| n.and_utc())
 }
 
-/// One ledger line's sequence, position and bucket deltas.
+/// A ledger line that explains a bucket: its sequence and global position.
 struct Line {
     sequence: i64,
     position: i64,
-    deltas: [i64; 4],
 }
 
-/// Every ledger line of the wallet (up to [`SCAN_PAGES_MAX`] pages), in sequence order.
-async fn all_lines(api: &Api<'_>, wallet_id: &str) -> Result<(Vec<Line>, bool), Problem> {
-    let mut lines = Vec::new();
-    let mut cursor = 0;
+/// For each bucket, the newest ledger line before sequence `before` that moved it,
+/// read back from there a page of 1,000 at a time until every bucket has one or the
+/// ledger's start (at most [`SCAN_PAGES_MAX`] pages).
+/// `complete` is false when the pages ran out first.
+async fn last_moves(
+    api: &Api<'_>,
+    wallet_id: &str,
+    mut before: i64,
+) -> Result<([Option<Line>; 4], bool), Problem> {
+    let mut found: [Option<Line>; 4] = [None, None, None, None];
     for _ in 0..SCAN_PAGES_MAX {
         let page = api
             .read(&format!(
-                "/v1/wallets/{}/ledger?cursor={cursor}&limit=1000",
+                "/v1/wallets/{}/ledger?before={before}&limit=1000",
                 enc(wallet_id)
             ))
             .await?;
-        for e in page["entries"].as_array().into_iter().flatten() {
-            lines.push(Line {
-                sequence: int(e, "sequence"),
-                position: int(e, "global_position"),
-                deltas: BUCKETS.map(|b| int(e, &format!("delta_{b}_minor"))),
-            });
+        let entries = page["entries"].as_array().cloned().unwrap_or_default();
+        for e in entries.iter().rev() {
+            for (i, b) in BUCKETS.iter().enumerate() {
+                if found[i].is_none() && int(e, &format!("delta_{b}_minor")) != 0 {
+                    found[i] = Some(Line {
+                        sequence: int(e, "sequence"),
+                        position: int(e, "global_position"),
+                    });
+                }
+            }
         }
-        match page["next_cursor"].as_i64() {
-            Some(c) => cursor = c,
-            None => return Ok((lines, true)),
+        match page["previous_before"].as_i64() {
+            Some(b) if found.iter().any(Option::is_none) => before = b,
+            _ => return Ok((found, true)),
         }
     }
-    Ok((lines, false))
+    Ok((found, false))
+}
+
+/// The cursor of the page of `limit` ledger lines before sequence `first` (None
+/// when there are none).
+async fn previous_cursor(
+    api: &Api<'_>,
+    wallet_id: &str,
+    first: i64,
+    limit: i64,
+) -> Result<Option<i64>, Problem> {
+    let page = api
+        .read(&format!(
+            "/v1/wallets/{}/ledger?before={first}&limit={limit}",
+            enc(wallet_id)
+        ))
+        .await?;
+    Ok(page["entries"]
+        .as_array()
+        .and_then(|e| e.first())
+        .map(|e| int(e, "sequence") - 1))
 }
 
 /// The position of event `sequence` of the wallet's stream (None past its end).
@@ -191,23 +221,15 @@ async fn wallet_page(
         Ok(l) => l,
         Err(p) => return fail(&p),
     };
-    let (lines, complete) = match all_lines(&api, &wallet_id).await {
-        Ok(l) => l,
+    // The as-of cutoff: the stream version the as-of state applied.
+    let before = shown
+        .as_ref()
+        .map(|s| int(s, "version") + 1)
+        .unwrap_or(i64::MAX);
+    let (why, complete) = match last_moves(&api, &wallet_id, before).await {
+        Ok(w) => w,
         Err(p) => return fail(&p),
     };
-    // The as-of cutoff: the last position the as-of state applied.
-    let cutoff = shown
-        .as_ref()
-        .map(|s| int(s, "position"))
-        .unwrap_or(i64::MAX);
-    let why: Vec<Option<&Line>> = (0..4)
-        .map(|i| {
-            lines
-                .iter()
-                .rev()
-                .find(|l| l.position <= cutoff && l.deltas[i] != 0)
-        })
-        .collect();
     let first_position = position_of(&api, &wallet_id, 1).await.unwrap_or(1);
     let last_position = position_of(&api, &wallet_id, int(&view, "version").max(1))
         .await
@@ -220,19 +242,14 @@ async fn wallet_page(
         })
         .collect();
     let entries = ledger["entries"].as_array().cloned().unwrap_or_default();
-    // Previous page: the cursor `limit` lines before this page's first.
-    let prev_cursor = entries.first().and_then(|first| {
-        let i = lines
-            .iter()
-            .position(|l| l.sequence == int(first, "sequence"))?;
-        (i > 0).then(|| {
-            if i > limit as usize {
-                lines[i - limit as usize - 1].sequence
-            } else {
-                0
-            }
-        })
-    });
+    let prev_cursor = match entries.first() {
+        Some(first) => match previous_cursor(&api, &wallet_id, int(first, "sequence"), limit).await
+        {
+            Ok(c) => c,
+            Err(p) => return fail(&p),
+        },
+        None => None,
+    };
     let here = |cursor: i64| {
         let mut h = format!(
             "/console/wallets/{}?cursor={cursor}&limit={limit}",
@@ -269,14 +286,14 @@ async fn wallet_page(
                 div.card id=(format!("bucket-{b}")) data-bucket=(b) {
                     div.label { (b) }
                     div.value data-minor=(figures[i]) { (money(figures[i], &currency)) }
-                    @match why[i] {
+                    @match &why[i] {
                         Some(l) => a id=(format!("why-{b}")) data-position=(l.position) href=(event_page_href("wallet", &wallet_id, l.sequence)) { "why: event #" (l.sequence) " (position " (l.position) ")" },
-                        None => a id=(format!("why-{b}")) data-position=(first_position) href=(event_page_href("wallet", &wallet_id, 1)) { "why: never moved since the wallet opened" },
+                        None if complete => a id=(format!("why-{b}")) data-position=(first_position) href=(event_page_href("wallet", &wallet_id, 1)) { "why: never moved since the wallet opened" },
+                        None => span.muted id=(format!("why-{b}")) { "not moved in the newest " (SCAN_PAGES_MAX * 1000) " ledger lines" },
                     }
                 }
             }
         }
-        @if !complete { p.muted { "Only the first " (SCAN_PAGES_MAX * 1000) " ledger lines were read for the \"why\" links." } }
         (withdrawal_state(&view, &currency))
         h2 { "As of" }
         form.inline #as-of-position-form method="get" action=(format!("/console/wallets/{}", enc(&wallet_id))) data-autosubmit {

@@ -22,7 +22,7 @@ pub use hold::{
     resolve_stale_hold, LEASE_MS, RUN_HEARTBEAT_MS, RUN_HEARTBEAT_TIMEOUT_MS, WALLET_ROW_TABLES,
     WALLET_TABLES,
 };
-pub use read::{LedgerEntry, WalletBalance};
+pub use read::{LedgerEntry, LedgerFrom, WalletBalance};
 pub(crate) use runner::spawn_runner;
 pub use runner::{
     spawn_wallet, spawn_wallet_alerting, ProjectionStatus, SharedStatus, StallAlerts,

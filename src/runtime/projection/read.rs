@@ -107,17 +107,35 @@ impl Db {
         after_sequence: i64,
         limit: i64,
     ) -> Result<Vec<LedgerEntry>, RunnerError> {
+        self.ledger_page(wallet_id, LedgerFrom::After(after_sequence), limit)
+            .await
+    }
+
+    /// Ledger rows of a wallet, at most `limit`, in sequence order: the first after a
+    /// sequence, or the last before one (reading back from the newest).
+    pub async fn ledger_page(
+        &self,
+        wallet_id: &str,
+        from: LedgerFrom,
+        limit: i64,
+    ) -> Result<Vec<LedgerEntry>, RunnerError> {
         use sqlx::Row;
-        let sql = "SELECT sequence, global_position, ref_type, ref_id, entry_type, amount_minor, \
-                   delta_pending_minor, delta_available_minor, delta_frozen_minor, \
-                   delta_risk_hold_minor, after_pending_minor, after_available_minor, \
-                   after_frozen_minor, after_risk_hold_minor, recorded_at FROM wallet_ledger \
-                   WHERE wallet_id = ? AND sequence > ? ORDER BY sequence LIMIT ?";
+        let (sequence, range) = match from {
+            LedgerFrom::After(s) => (s, "sequence > ? ORDER BY sequence"),
+            LedgerFrom::Before(s) => (s, "sequence < ? ORDER BY sequence DESC"),
+        };
+        let sql = format!(
+            "SELECT sequence, global_position, ref_type, ref_id, entry_type, amount_minor, \
+             delta_pending_minor, delta_available_minor, delta_frozen_minor, \
+             delta_risk_hold_minor, after_pending_minor, after_available_minor, \
+             after_frozen_minor, after_risk_hold_minor, recorded_at FROM wallet_ledger \
+             WHERE wallet_id = ? AND {range} LIMIT ?"
+        );
         macro_rules! rows {
             ($p:expr, $text:expr) => {{
-                sqlx::query(sql)
+                sqlx::query(&sql)
                     .bind(wallet_id)
-                    .bind(after_sequence)
+                    .bind(sequence)
                     .bind(limit)
                     .fetch_all($p)
                     .await?
@@ -143,11 +161,14 @@ impl Db {
                     .collect::<Result<Vec<_>, sqlx::Error>>()?
             }};
         }
-        let tuples: Vec<LedgerTuple> = match self {
+        let mut tuples: Vec<LedgerTuple> = match self {
             Db::Mysql(p) => rows!(p, crate::infra::store::mysql::text),
             Db::Sqlite(p) => rows!(p, |r: &sqlx::sqlite::SqliteRow, i: usize| r
                 .try_get::<String, _>(i)),
         };
+        if matches!(from, LedgerFrom::Before(_)) {
+            tuples.reverse();
+        }
         Ok(tuples
             .into_iter()
             .map(|t| LedgerEntry {
@@ -209,4 +230,13 @@ pub(super) async fn fetch_blocks_mysql(
             ))
         })
         .collect()
+}
+
+/// Where a page of a wallet's ledger starts (`Db::ledger_page`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerFrom {
+    /// The lines with a greater sequence, oldest first.
+    After(i64),
+    /// The lines with a smaller sequence, the newest of them (still in sequence order).
+    Before(i64),
 }
