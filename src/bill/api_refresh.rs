@@ -187,6 +187,22 @@ pub async fn submit(
     job.request_id = Some(caller.request_id.clone());
     job.trace_id = Some(caller.trace_id.clone());
     let job_code = state.jobs.submit(&job).await.map_err(internal)?;
+    if caller.principal.role.can_operate() {
+        caller
+            .record_admin(
+                &state,
+                factledger_aggregates::admin_action::AdminAction::BillRefreshRequested,
+                &format!("job:{job_code}"),
+                None,
+                Some(format!(
+                    "{} {} scope(s), mode {}",
+                    submitted.scope().scope_type().name(),
+                    scope_count,
+                    submitted.mode().as_str()
+                )),
+            )
+            .await?;
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({

@@ -172,6 +172,25 @@ both_backends!(
         );
         let p = op.get(&to).await;
         assert!(p.html.contains("refresh submitted: job "), "{}", p.html);
+        // The operator's refresh is audited with the operator as actor.
+        let operator_actor = format!("key:{}", app.operator.split('_').nth(1).unwrap());
+        let (status, audit) = app
+            .get("/v1/audit/events?event_type=AdminActionRecorded&from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z")
+            .await;
+        assert_eq!(status, 200, "{audit}");
+        let refreshes: Vec<&serde_json::Value> = audit["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| &e["payload"])
+            .filter(|p| p["action"] == "bill_refresh_requested")
+            .collect();
+        assert_eq!(refreshes.len(), 1, "{audit}");
+        assert_eq!(refreshes[0]["actor"], operator_actor.as_str());
+        assert!(
+            refreshes[0]["target"].as_str().unwrap().starts_with("job:"),
+            "{audit}"
+        );
         // Unknown station-month: the API's 404 on the page.
         let p = op.get("/console/bills/100/202610").await;
         assert_eq!(p.status, 404, "{}", p.html);

@@ -28,6 +28,9 @@ pub enum AdminAction {
     JobsResumed,
     /// One job taken now (`:kick`).
     JobKicked,
+    /// A bill refresh requested by an operator or admin (a service's refresh is its
+    /// business traffic, traced by request id).
+    BillRefreshRequested,
 }
 
 impl AdminAction {
@@ -42,6 +45,7 @@ impl AdminAction {
             Self::JobsPaused => "jobs_paused",
             Self::JobsResumed => "jobs_resumed",
             Self::JobKicked => "job_kicked",
+            Self::BillRefreshRequested => "bill_refresh_requested",
         }
     }
 }
