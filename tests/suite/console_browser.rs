@@ -24,8 +24,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The bound of every wait: a page, an element, a state reached.
-const WAIT: Duration = Duration::from_secs(20);
+/// The bound of every wait: a page, an element, a state reached (generous: the suite
+/// shares 2 cores with this browser).
+const WAIT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(100);
 
 // --- chromedriver and the browser ---------------------------------------------------
@@ -471,6 +472,31 @@ both_backends!(
             )
             .await;
         }
+        // One station-month's bill facts (the bill page shows its decided rows).
+        for (path, body) in [
+            (
+                "/v1/bills/reference/customer-accounts",
+                json!({"account_id": 101, "income_start_month": "202601", "current_payable_cutoff_month": "202612"}),
+            ),
+            (
+                "/v1/bills/small-bills",
+                json!({"station_id": 100, "month": "202609", "bill_id": 7, "account_id": 101, "rent_minor": 123_456}),
+            ),
+            (
+                "/v1/bills/partner-bills",
+                json!({"partner_bill_id": 9, "partner_account_id": 3, "month": "202609", "pre_rent_minor": 500, "deduction_minor": 0}),
+            ),
+            (
+                "/v1/bills/diffs",
+                json!({"station_id": 100, "month": "202609", "diff_id": 5, "partner_bill_id": 9}),
+            ),
+        ] {
+            let (status, answer) = app.post(path, body.clone()).await;
+            assert!(
+                (200..300).contains(&status),
+                "POST {path} {body} -> {status} {answer}"
+            );
+        }
         // Two failed jobs: the operator retries one; the other stays for the auditor.
         let job = failed_job(app, "browser:1").await;
         let job_id = id_part(&job);
@@ -638,6 +664,25 @@ both_backends!(
             b.text("#reconciliation-live").await
         );
         b.shot("reconciliation").await;
+
+        // A station-month's bill, once the bill projector has decided it.
+        let d = Deadline::new("the bill of station 100, month 202609, on its page");
+        loop {
+            b.goto("/console/bills/100/202609").await;
+            if b.count("#bill-summary").await == 1 {
+                break;
+            }
+            d.tick(&b.here().await).await;
+        }
+        b.shot("bill").await;
+        // The withdrawal's own page: its amount, attempts and events.
+        visit(
+            &mut b,
+            &format!("/console/withdrawals/{withdrawal}"),
+            "withdrawal",
+        )
+        .await;
+        assert_eq!(b.count("#withdrawal-amount").await, 1);
 
         // The other pages render for the operator.
         for (path, name) in [
