@@ -47,8 +47,14 @@ pub struct History {
 }
 
 impl History {
-    /// A history sampled by a task of its own from now on (one sample at once).
-    pub fn start(app: AppState) -> Arc<History> {
+    /// A history sampled by a task of its own from now on (one sample at once). The
+    /// task holds only the metrics handle and the projectors' statuses, and the
+    /// history weakly: a dropped console keeps nothing else alive.
+    pub fn start(app: &AppState) -> Arc<History> {
+        let source = Source {
+            metrics: app.metrics.clone(),
+            projections: app.projection_statuses.clone(),
+        };
         let every = std::env::var("FACTLEDGER_CONSOLE_SAMPLE_MS")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
@@ -57,7 +63,7 @@ impl History {
         let history = Arc::new(History {
             samples: Mutex::new(VecDeque::with_capacity(SAMPLES_MAX)),
         });
-        history.push(sample(&app));
+        history.push(source.sample());
         let weak: Weak<History> = Arc::downgrade(&history);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(every));
@@ -65,7 +71,7 @@ impl History {
             loop {
                 tick.tick().await;
                 let Some(h) = weak.upgrade() else { return };
-                h.push(sample(&app));
+                h.push(source.sample());
             }
         });
         history
@@ -114,26 +120,34 @@ impl History {
     }
 }
 
-fn sample(app: &AppState) -> Sample {
-    let projections = app
-        .projection_statuses
-        .iter()
-        .map(|s| {
-            let s = s.lock().unwrap_or_else(|p| p.into_inner());
-            (
-                s.name.clone(),
-                Lag {
-                    position: s.position,
-                    lag_events: s.lag_events,
-                    lag_ms: s.lag_ms,
-                },
-            )
-        })
-        .collect();
-    Sample {
-        at_ms: crate::infra::db::now_ms(),
-        counters: parse(&app.metrics.render()),
-        projections,
+/// What a sample reads.
+struct Source {
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
+    projections: Arc<Vec<crate::runtime::projection::SharedStatus>>,
+}
+
+impl Source {
+    fn sample(&self) -> Sample {
+        let projections = self
+            .projections
+            .iter()
+            .map(|s| {
+                let s = s.lock().unwrap_or_else(|p| p.into_inner());
+                (
+                    s.name.clone(),
+                    Lag {
+                        position: s.position,
+                        lag_events: s.lag_events,
+                        lag_ms: s.lag_ms,
+                    },
+                )
+            })
+            .collect();
+        Sample {
+            at_ms: crate::infra::db::now_ms(),
+            counters: parse(&self.metrics.render()),
+            projections,
+        }
     }
 }
 

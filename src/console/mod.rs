@@ -41,7 +41,7 @@ pub struct Console {
 /// its state (the composition root builds it): the console calls it, never a
 /// capability directly.
 pub fn routes(app: AppState, api: Router) -> Router {
-    let history = history::History::start(app.clone());
+    let history = history::History::start(&app);
     let console = Console {
         app,
         api,
