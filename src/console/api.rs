@@ -19,7 +19,6 @@ const ANSWER_BYTES_MAX: usize = 16 * 1024 * 1024;
 pub struct Answer {
     pub status: StatusCode,
     pub body: Value,
-    pub content_type: Option<String>,
 }
 
 impl Answer {
@@ -126,11 +125,6 @@ impl<'a> Api<'a> {
             Err(never) => match never {},
         };
         let status = resp.status();
-        let content_type = resp
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
         let bytes = match axum::body::to_bytes(resp.into_body(), ANSWER_BYTES_MAX).await {
             Ok(b) => b,
             Err(e) => return internal(format!("answer of {path} could not be read: {e}")),
@@ -141,11 +135,7 @@ impl<'a> Api<'a> {
             serde_json::from_slice(&bytes)
                 .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         };
-        Answer {
-            status,
-            body,
-            content_type,
-        }
+        Answer { status, body }
     }
 }
 
@@ -153,7 +143,6 @@ fn internal(detail: String) -> Answer {
     Answer {
         status: StatusCode::INTERNAL_SERVER_ERROR,
         body: serde_json::json!({"code": "CONSOLE_CALL_FAILED", "detail": detail}),
-        content_type: None,
     }
 }
 

@@ -14,6 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
+use factledger_aggregates::bill::YearMonth;
 use maud::{html, Markup};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -57,20 +58,28 @@ fn parse_station(raw: &str) -> Result<i64, String> {
     }
 }
 
-/// A bill month `YYYYMM` (month 01–12), or a message naming the field.
+/// A bill month `YYYYMM` as commands accept it (`YearMonth::parse_bill_month`), or a
+/// message naming the field.
 fn parse_month(raw: &str) -> Result<String, String> {
     let raw = raw.trim();
-    let ok = raw.len() == 6
-        && raw.bytes().all(|b| b.is_ascii_digit())
-        && matches!(raw[4..].parse::<u32>(), Ok(1..=12))
-        && raw[..4].parse::<u32>().is_ok_and(|y| y >= 1970);
-    if ok {
-        Ok(raw.to_owned())
-    } else {
-        Err(format!(
-            "month: `{raw}` is not a month as YYYYMM (e.g. 202609)"
-        ))
-    }
+    YearMonth::parse_bill_month(raw)
+        .map(|m| m.to_string())
+        .map_err(|_| format!("month: `{raw}` is not a month as YYYYMM (e.g. 202609)"))
+}
+
+/// The station and month of a path, or the page naming the field at fault.
+// The refusal is the page answered at once, never carried further: no need to box.
+#[allow(clippy::result_large_err)]
+fn station_month_of(
+    session: &Session,
+    title: &str,
+    raw_station: &str,
+    raw_month: &str,
+) -> Result<(i64, String), Response> {
+    let station =
+        parse_station(raw_station).map_err(|e| bad_field(session, title, "station_id", e))?;
+    let month = parse_month(raw_month).map_err(|e| bad_field(session, title, "month", e))?;
+    Ok((station, month))
 }
 
 fn bad_field(session: &Session, title: &str, field: &str, detail: String) -> Response {
@@ -246,13 +255,9 @@ async fn station_month(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let title = format!("Bill {raw_station}:{raw_month}");
-    let station = match parse_station(&raw_station) {
-        Ok(s) => s,
-        Err(e) => return bad_field(&session, &title, "station_id", e),
-    };
-    let month = match parse_month(&raw_month) {
-        Ok(m) => m,
-        Err(e) => return bad_field(&session, &title, "month", e),
+    let (station, month) = match station_month_of(&session, &title, &raw_station, &raw_month) {
+        Ok(sm) => sm,
+        Err(r) => return r,
     };
     let api = session.api(&console);
     let bill = match api.read(&format!("/v1/bills/{station}/{month}")).await {
@@ -374,13 +379,9 @@ async fn refresh(
         return r;
     }
     let title = format!("Refresh {raw_station}:{raw_month}");
-    let station = match parse_station(&raw_station) {
-        Ok(s) => s,
-        Err(e) => return bad_field(&session, &title, "station_id", e),
-    };
-    let month = match parse_month(&raw_month) {
-        Ok(m) => m,
-        Err(e) => return bad_field(&session, &title, "month", e),
+    let (station, month) = match station_month_of(&session, &title, &raw_station, &raw_month) {
+        Ok(sm) => sm,
+        Err(r) => return r,
     };
     let mode = form.get("mode").map(String::as_str).unwrap_or("ALL");
     if !matches!(mode, "ALL" | "UNFINISHED") {

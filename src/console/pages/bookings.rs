@@ -8,7 +8,7 @@
 //! No actions: the bookings API's commands (`:join`, `:start`, `:finish`, `:moderate`)
 //! are the video service's, not an operator's review.
 
-use super::super::api::{enc, Api, Problem};
+use super::super::api::{enc, Problem};
 use super::super::layout::{self, money};
 use super::super::session::Session;
 use super::super::Console;
@@ -187,11 +187,6 @@ fn bad_path(session: &Session, title: &str, field: &str, detail: String) -> Resp
     layout::problem_page(session, title, ACTIVE, &invalid(field, detail))
 }
 
-/// A read the page shows beside others: the row, or a box saying why not.
-async fn side(api: &Api<'_>, path: &str) -> Result<Value, Problem> {
-    api.read(path).await
-}
-
 /// `/console/bookings/{booking_no}`: status, hold, its order and refund.
 async fn booking(
     State(console): State<Console>,
@@ -212,14 +207,17 @@ async fn booking(
     let order = if order_no.is_empty() {
         None
     } else {
-        Some(side(&api, &format!("/v1/service-orders/{}", enc(&order_no))).await)
+        Some(
+            api.read(&format!("/v1/service-orders/{}", enc(&order_no)))
+                .await,
+        )
     };
     let refund_no = b["hold"]["refund_no"]
         .as_str()
         .or(b["refund_no"].as_str())
         .map(str::to_owned);
     let refund = match &refund_no {
-        Some(r) => Some(side(&api, &format!("/v1/refunds/{}", enc(r))).await),
+        Some(r) => Some(api.read(&format!("/v1/refunds/{}", enc(r))).await),
         None => None,
     };
     let fan = b["fan_user_id"].to_string();
@@ -425,8 +423,10 @@ async fn user(
     if !candy.ok() && candy.status != StatusCode::NOT_FOUND {
         return layout::problem_page(&session, &title, ACTIVE, &candy.problem());
     }
-    let as_fan = side(&api, &format!("/v1/subscriptions?fan_user_id={id}")).await;
-    let as_artist = side(&api, &format!("/v1/subscriptions?artist_id={id}")).await;
+    let as_fan = api
+        .read(&format!("/v1/subscriptions?fan_user_id={id}"))
+        .await;
+    let as_artist = api.read(&format!("/v1/subscriptions?artist_id={id}")).await;
     let body = html! {
         h2 { "Candy account" }
         @if candy.ok() {
