@@ -99,6 +99,14 @@ pub async fn ingest(
             format!("a page holds 1 to {INGEST_PAGE_ORDERS_MAX} orders, not {n}"),
         ));
     }
+    // A page goes to one partition: every order that states a country must state
+    // this one (a malformed order is still rejected on its own, below).
+    state
+        .config
+        .own_countries(request.orders.iter().enumerate().filter_map(|(i, o)| {
+            let country = o.get("country").and_then(Value::as_str)?;
+            Some((format!("orders[{i}].country"), country))
+        }))?;
     let ingestor = Ingestor::new(
         state.store.clone(),
         caller.metadata(&state.config.country_code, None),
@@ -278,6 +286,7 @@ pub async fn add_rule_version(
 ) -> Result<Json<WriteResponse>, Problem> {
     caller.require_write()?;
     let id = crate::runtime::http::parse_id("rule_set_id", &rule_set_id)?;
+    own_pair_country(&state, "rule_set_id", id.as_str())?;
     let mut map = object(&body, &["type", "rule_set_id", "requested_at"])?;
     map.insert("rule_set_id".into(), id.as_str().into());
     map.insert("requested_at".into(), now_text());
@@ -354,10 +363,20 @@ pub async fn open_campaign(
 ) -> Result<Json<WriteResponse>, Problem> {
     caller.require_write()?;
     let id = crate::runtime::http::parse_id("campaign_id", &campaign_id)?;
+    own_pair_country(&state, "campaign_id", id.as_str())?;
     let mut map = object(&body, &["type", "campaign_id"])?;
     map.insert("campaign_id".into(), id.as_str().into());
     let cmd = CampaignCommand::Open(command(Value::Object(map))?);
     write::<Campaign>(&state, &caller, id.as_str(), cmd).await
+}
+
+/// A `<PLATFORM>:<COUNTRY>` id (rule set, campaign) must name this partition's
+/// country in a partitioned deployment.
+fn own_pair_country(state: &AppState, field: &str, id: &str) -> Result<(), Problem> {
+    let stated = crate::runtime::http::partition::country_of_pair_id(id);
+    state
+        .config
+        .own_countries(stated.map(|country| (field.to_owned(), country)))
 }
 
 /// One reference-data command as its own unit.

@@ -22,6 +22,26 @@ pub struct Cli {
     /// The append-only file signed chain anchors are written to and verified against.
     #[arg(long, global = true, env = "FACTLEDGER_ANCHOR_FILE", default_value = factledger::infra::store::integrity::anchor::ANCHOR_FILE_DEFAULT, hide_env_values = true)]
     pub(super) anchor_file: std::path::PathBuf,
+    /// Ledger partitions, one per country / data centre: `CODE=URL;CODE=URL` (e.g.
+    /// `ID=mysql://…/fl_id;TH=mysql://…/fl_th`), instead of --database-url. Each has its
+    /// own database, order, chain, API keys, integrity key file and anchor file (the
+    /// file names above with `.<CODE>` before the extension).
+    #[arg(
+        long,
+        global = true,
+        env = "FACTLEDGER_PARTITIONS",
+        hide_env_values = true
+    )]
+    pub(super) partitions: Option<String>,
+    /// The partition a command acts on (default: the only one). `serve` serves every
+    /// partition of --partitions unless one is named here.
+    #[arg(
+        long,
+        global = true,
+        env = "FACTLEDGER_PARTITION",
+        hide_env_values = true
+    )]
+    pub(super) partition: Option<String>,
     #[command(subcommand)]
     pub(super) command: Command,
 }
@@ -212,7 +232,7 @@ pub(super) enum Command {
 
 /// `serve`'s HTTP settings: where `/metrics` is open, and every limit of
 /// `factledger::runtime::http::limits` (README "Security: HTTP limits").
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub(super) struct HttpArgs {
     /// Also serve `/metrics` here without authentication (a private address for the
     /// scraper; on the main listener `/metrics` needs an admin, operator or auditor
@@ -284,7 +304,7 @@ pub(super) enum OutboxAction {
 /// (`FACTLEDGER_WEBHOOK_<NAME>_URL` and `FACTLEDGER_WEBHOOK_<NAME>_SECRET`, optionally
 /// `…_TYPES` and `…_RETRY_SECONDS`): their secrets must never be on a command line,
 /// where the process list shows them.
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub(super) struct OutboxArgs {
     /// Relay to NATS JetStream at this URL (nats://HOST:PORT). Credentials in the URL
     /// only through FACTLEDGER_NATS_URL.
@@ -306,9 +326,19 @@ pub(super) struct OutboxArgs {
 
 impl OutboxArgs {
     /// The sinks these settings and the environment describe.
+    /// The sinks of one partition (`None`: unpartitioned). A partition publishes
+    /// under `<prefix>.<CODE>` into its own stream `<stream>_<CODE>`: outbox ids are
+    /// per partition, and JetStream deduplicates by id within a stream.
     pub(super) fn sinks(
-        self,
+        mut self,
+        partition: Option<&str>,
     ) -> anyhow::Result<Vec<std::sync::Arc<dyn factledger::infra::outbox::Sink>>> {
+        if let Some(code) = partition {
+            self.nats_subject_prefix = format!("{}.{code}", self.nats_subject_prefix);
+            if !self.nats_stream.trim().is_empty() {
+                self.nats_stream = format!("{}_{code}", self.nats_stream);
+            }
+        }
         use factledger::infra::outbox::log::LogSink;
         use factledger::infra::outbox::{nats, webhook};
         let mut sinks: Vec<std::sync::Arc<dyn factledger::infra::outbox::Sink>> = Vec::new();
@@ -459,7 +489,7 @@ mod tests {
 /// How `serve` pays withdrawals. The provider's API secret and callback token come
 /// from the environment only (`FACTLEDGER_PAYOUT_SECRET`,
 /// `FACTLEDGER_PAYOUT_CALLBACK_TOKEN`), never from the command line.
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub(super) struct PayoutArgs {
     /// Pay approved withdrawals through the Xendit-shaped provider at this URL (e.g.
     /// `tools/payout-sim`). Without it, approved withdrawals wait in PAYOUT_PENDING.
@@ -544,7 +574,7 @@ impl PayoutArgs {
 
 /// Paid services' wiring. The gateway's API key and callback secret come from the
 /// environment only (`FACTLEDGER_GATEWAY_API_KEY`, `FACTLEDGER_GATEWAY_CALLBACK_SECRET`).
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub(super) struct ServicesArgs {
     /// The cash gateway (paysim-shaped HTTP, e.g. `tools/payout-sim`) refunds go
     /// through; its pay callbacks arrive at `POST /v1/callbacks/<gateway-name>`.

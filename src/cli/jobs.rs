@@ -134,7 +134,7 @@ pub(super) async fn outbox_replay(
     outbox: super::args::OutboxArgs,
 ) -> anyhow::Result<ExitCode> {
     use factledger::infra::outbox::{dead_letter, relay, ReplayError, Sinks};
-    let sinks = Sinks(std::sync::Arc::new(outbox.sinks()?));
+    let sinks = Sinks(std::sync::Arc::new(outbox.sinks(g.partition.as_deref())?));
     let db = open_db(&g.database_url, &g.integrity_keys).await?;
     let actor = factledger::runtime::admin_log::cli_actor();
     match dead_letter::replay(&db.db, &sinks, id, &actor, relay::DELIVERY_TIMEOUT_MS).await {

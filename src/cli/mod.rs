@@ -13,7 +13,7 @@ mod withdrawals;
 
 pub use args::Cli;
 use args::{CallbacksAction, Command, CommandsAction, CronAction, OutboxAction};
-use common::Global;
+use common::Layout;
 use std::process::ExitCode;
 
 /// Run one parsed command line.
@@ -22,14 +22,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         database_url,
         integrity_keys,
         anchor_file,
+        partitions,
+        partition,
         command,
     } = cli;
-    let g = &Global {
+    let layout = Layout::resolve(
         database_url,
         integrity_keys,
         anchor_file,
-    };
-    match command {
+        partitions,
+        partition,
+    )?;
+    let command = match command {
         Command::Serve {
             listen,
             http,
@@ -60,8 +64,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 payouts,
                 services,
             };
-            serve::serve(g, flags).await
+            return serve::serve(&layout, flags).await;
         }
+        other => other,
+    };
+    let g = &layout.one()?;
+    match command {
+        Command::Serve { .. } => anyhow::bail!("serve is started above"),
         Command::Migrate => log::migrate(g).await,
         Command::CatchUp => projections::catch_up(g).await,
         Command::Rebuild {

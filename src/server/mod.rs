@@ -4,6 +4,7 @@ use crate::runtime::http::{self, AppState, ServiceConfig};
 
 #[cfg(test)]
 mod contract_tests;
+pub mod partitions;
 pub mod payouts;
 pub mod router;
 pub mod services;
@@ -59,6 +60,9 @@ impl Drop for AbortOnDrop {
 /// Settings of `serve` beyond the database and country.
 #[derive(Default)]
 pub struct ServeOptions {
+    /// Whether this is one partition of several (`serve --partitions`, issue 21):
+    /// the countries requests state are then checked against this one's.
+    pub partitioned: bool,
     /// `FACTLEDGER_ENV`, stamped on alerts (default `dev`).
     pub environment: Option<String>,
     /// Base URL of the API for links in alerts (default `http://127.0.0.1:8080`).
@@ -497,6 +501,7 @@ pub async fn start_with(
         keys: db.keys,
         config: Arc::new(ServiceConfig {
             country_code: country_code.to_owned(),
+            partitioned: options.partitioned,
             anchor_file: options.anchor_file.clone(),
         }),
         metrics,
@@ -550,6 +555,30 @@ pub async fn serve(
     tracing::info!(%addr, database = state.store.backend(), "factledger listening");
     let limits = state.limits.http.clone();
     http::conn::serve(listener, router::router(state), &limits, shutdown).await?;
+    Ok(())
+}
+
+/// Serve several partitions on one listener (`serve --partitions`): each request
+/// goes to the partition it names (`partitions::dispatcher`).
+pub async fn serve_partitions(
+    partitions: Vec<(String, AppState)>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let addr: SocketAddr = listener.local_addr()?;
+    let Some((_, first)) = partitions.first() else {
+        anyhow::bail!("no partition to serve");
+    };
+    let limits = first.limits.http.clone();
+    let codes: Vec<&str> = partitions.iter().map(|(c, _)| c.as_str()).collect();
+    tracing::info!(%addr, partitions = ?codes, "factledger listening");
+    http::conn::serve(
+        listener,
+        partitions::dispatcher(partitions),
+        &limits,
+        shutdown,
+    )
+    .await?;
     Ok(())
 }
 

@@ -55,6 +55,7 @@ mod journal;
 mod journal_property;
 mod least_privilege;
 mod parsing;
+mod partitions;
 mod platform_sync;
 mod projection;
 mod projector_property;

@@ -5,6 +5,7 @@ pub mod body;
 pub mod conn;
 pub mod contract;
 pub mod limits;
+pub mod partition;
 pub mod problem;
 pub mod query;
 
@@ -35,6 +36,9 @@ pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub struct ServiceConfig {
     /// ISO 3166 country (data centre) recorded on every event (R-INV-11).
     pub country_code: String,
+    /// Whether this deployment is one partition of several (`serve --partitions`):
+    /// a country a request states must then be this one (`partition.rs`).
+    pub partitioned: bool,
     /// The anchor file verify compares the log with and new anchors are appended to.
     pub anchor_file: Option<std::path::PathBuf>,
 }
