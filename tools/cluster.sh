@@ -78,8 +78,9 @@ readonly INNODB_BUFFER_POOL=64M
 readonly INNODB_REDO_LOG=32M
 readonly GCACHE_SIZE=64M
 readonly MAX_CONNECTIONS=200
-# Bounded waits. A server answers within seconds; a joiner's SST of a test-sized
-# datadir takes about ten on 2 cores; the rest is headroom for a loaded machine.
+# Bounded waits. Measured on 2 cores: a server answers in 1-2 s, a joiner's SST of a
+# test-sized datadir takes ~5 s, a rejoin by IST 4-6 s; the rest is headroom for a
+# loaded machine and bigger datadirs.
 readonly INSTALL_DB_TIMEOUT_S=120
 readonly SERVER_START_TIMEOUT_S=60
 readonly JOIN_TIMEOUT_S=180
@@ -459,7 +460,7 @@ stop_instances() {
       say "${names[$i]} still runs ${STOP_TIMEOUT_S} s after SIGTERM: SIGKILL"
       kill -KILL "${pids[$i]}" 2>/dev/null || true
       wait_gone "${pids[$i]}" "$KILL_TIMEOUT_S" ||
-        die "${names[$i]} (pid ${pids[$i]}) still runs ${KILL_TIMEOUT_S} s after SIGKILL"
+        die_with_log "${names[$i]}" "pid ${pids[$i]} still runs ${KILL_TIMEOUT_S} s after SIGKILL"
     fi
   done
   for name in "$@"; do stop_orphan_rsync "$name"; done
@@ -548,6 +549,7 @@ cmd_start() {
   for name in $(cluster_instances); do
     if inst_running "$name"; then
       say "the cluster half-runs: stopping it to start fresh"
+      # shellcheck disable=SC2046 # one instance per word
       stop_instances $(cluster_instances)
       break
     fi
@@ -608,7 +610,7 @@ cmd_kill() {
     return 0
   fi
   kill -KILL "$pid"
-  wait_gone "$pid" "$KILL_TIMEOUT_S" || die "$name (pid $pid) still runs ${KILL_TIMEOUT_S} s after SIGKILL"
+  wait_gone "$pid" "$KILL_TIMEOUT_S" || die_with_log "$name" "pid $pid still runs ${KILL_TIMEOUT_S} s after SIGKILL"
   stop_orphan_rsync "$name"
   say "$name (pid $pid) killed"
 }
@@ -636,8 +638,10 @@ recover_position() {
   fi
   log="$dir/wsrep-recover.log"
   rm -f "$log"
+  # No network: the replica retries galera1 every second and must not reach this run.
   timeout "$RECOVER_TIMEOUT_S" "$MARIADBD" --defaults-file="$(inst_cnf "$name")" --user=mysql \
-    --wsrep-recover --log-error="$log" </dev/null >/dev/null 2>&1 9>&- || {
+    --wsrep-recover --skip-networking --log-error="$log" --pid-file="$dir/wsrep-recover.pid" \
+    </dev/null >/dev/null 2>&1 9>&- || {
     tail -n "$LOG_TAIL_LINES" "$log" >&2 2>/dev/null || true
     die "$name: mariadbd --wsrep-recover failed or took over ${RECOVER_TIMEOUT_S} s (log: $log)"
   }
@@ -662,7 +666,8 @@ check_replica_resumes() {
       return 0
     fi
     if [ "$io" = No ] || [ "$waited_s" -ge "$REPLICA_TIMEOUT_S" ]; then
-      die "replica did not resume (IO: $io): $(slave_field "$REPLICA_SQL_PORT" Last_IO_Error)"
+      die_with_log replica "did not resume replication (IO: $io):" \
+        "$(slave_field "$REPLICA_SQL_PORT" Last_IO_Error)"
     fi
     sleep 1
     waited_s=$((waited_s + 1))
@@ -718,7 +723,7 @@ cmd_start_node() {
   name="galera$n"
   log_from=$(($(wc -l 2>/dev/null <"$(inst_log "$name")" || echo 0) + 1))
   if inst_running "$name"; then
-    say "$name is already running; waiting until it is Synced"
+    say "$name is already running"
   else
     [ -d "$(inst_data "$name")/mysql" ] || die "$name has no datadir: run 'tools/cluster.sh start'"
     wait_for_peers "$name"
@@ -787,6 +792,11 @@ status_line() {
   fi
   case "$name" in
     galera*)
+      if ! answers "$port"; then
+        printf '%-12s %s:%s  running (pid %s)  not answering SQL (starting or in a state transfer)\n' \
+          "$name" "$HOST" "$port" "$pid"
+        return 0
+      fi
       printf '%-12s %s:%s  running (pid %s)  state=%s ready=%s cluster=%s size=%s\n' \
         "$name" "$HOST" "$port" "$pid" \
         "$(status_var "$port" wsrep_local_state_comment)" "$(status_var "$port" wsrep_ready)" \

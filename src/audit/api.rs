@@ -27,6 +27,9 @@ pub struct EventsQuery {
     /// Global position of the last event of the previous page.
     after: Option<i64>,
     limit: Option<i64>,
+    /// Wait (bounded) until the log read here holds this position (a read replica
+    /// lags the primary): read-your-writes.
+    min_position: Option<i64>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -102,8 +105,10 @@ fn selector(q: &EventsQuery) -> Result<EventFilter, Problem> {
     params(("correlation_id" = Option<String>, Query), ("actor" = Option<String>, Query),
            ("event_type" = Option<String>, Query), ("from" = Option<String>, Query),
            ("to" = Option<String>, Query), ("after" = Option<i64>, Query),
-           ("limit" = Option<i64>, Query)),
-    responses((status = 200, body = AuditPage), (status = 422, body = ProblemBody)),
+           ("limit" = Option<i64>, Query),
+           ("min_position" = Option<i64>, Query, description = "wait until the log read here holds this position")),
+    responses((status = 200, body = AuditPage), (status = 422, body = ProblemBody),
+              (status = 503, body = ProblemBody)),
     security(("bearer" = []))
 )]
 pub async fn events(
@@ -114,7 +119,8 @@ pub async fn events(
     let filter = selector(&q)?;
     let after = q.after.unwrap_or(0).max(0);
     let limit = crate::runtime::http::page_limit(q.limit)?;
-    let stored = state.store.find_events(&filter, after, limit).await?;
+    crate::runtime::http::replica_caught_up(&state, q.min_position).await?;
+    let stored = state.read_store.find_events(&filter, after, limit).await?;
     let next_after = (stored.len() as i64 == limit)
         .then(|| stored.last().map(|e| e.global_position))
         .flatten();
@@ -131,7 +137,7 @@ pub async fn events(
     path = "/v1/audit/events/{position}",
     params(("position" = i64, Path, description = "global position, 1 or more")),
     responses((status = 200, body = EventView), (status = 404, body = ProblemBody),
-              (status = 422, body = ProblemBody)),
+              (status = 422, body = ProblemBody), (status = 503, body = ProblemBody)),
     security(("bearer" = []))
 )]
 pub async fn event_at(
@@ -146,7 +152,11 @@ pub async fn event_at(
             "must be a whole number, 1 or more",
         )
     })?;
-    let found = state.store.read_positions(position, position).await?;
+    // On a replica, a position not yet replicated is waited for (then 503), not 404.
+    if state.reads_from_replica() {
+        crate::runtime::http::replica_caught_up(&state, Some(position)).await?;
+    }
+    let found = state.read_store.read_positions(position, position).await?;
     let event = found
         .iter()
         .find(|e| e.global_position == position)

@@ -55,6 +55,11 @@ pub(super) enum Command {
         /// The metrics listener and the HTTP limits (boxed: `serve` has many flags).
         #[command(flatten)]
         http: Box<HttpArgs>,
+        /// A read replica of the database (MariaDB replication): wallet, journal and
+        /// audit reads are served from it, waiting for `min_position` on it (503
+        /// REPLICA_BEHIND past the wait). One partition per process when set.
+        #[arg(long, env = "FACTLEDGER_READ_DATABASE_URL", hide_env_values = true)]
+        read_database_url: Option<String>,
         /// Country / data centre recorded on every event.
         #[arg(
             long,

@@ -37,6 +37,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve {
             listen,
             http,
+            read_database_url,
             country_code,
             environment,
             public_url,
@@ -52,6 +53,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let flags = serve::ServeFlags {
                 listen,
                 http,
+                read_database_url,
                 country_code,
                 environment,
                 public_url,

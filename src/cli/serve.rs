@@ -9,6 +9,7 @@ use std::process::ExitCode;
 pub(super) struct ServeFlags {
     pub(super) listen: String,
     pub(super) http: Box<HttpArgs>,
+    pub(super) read_database_url: Option<String>,
     pub(super) country_code: String,
     pub(super) environment: String,
     pub(super) public_url: Option<String>,
@@ -27,6 +28,13 @@ pub(super) struct ServeFlags {
 pub(super) async fn serve(layout: &Layout, f: ServeFlags) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
     let served = layout.served();
+    if f.read_database_url.is_some() && served.len() > 1 {
+        anyhow::bail!(
+            "--read-database-url names one replica, and this process serves {} partitions: \
+             run one process per partition (--partition <CODE>), each with its replica",
+            served.len()
+        );
+    }
     let mut partitions = Vec::with_capacity(served.len());
     for g in &served {
         let (country_code, key_dir) = match &g.partition {
@@ -111,6 +119,7 @@ fn options(g: &Global, f: &ServeFlags) -> anyhow::Result<factledger::server::Ser
     );
     Ok(factledger::server::ServeOptions {
         partitioned: g.partition.is_some(),
+        read_database_url: f.read_database_url.clone(),
         environment: Some(f.environment.clone()),
         public_url: f.public_url.clone(),
         cron_lease_ms: f.cron_lease_ms,

@@ -125,7 +125,8 @@ pub async fn trial_balance(
     caller: Caller,
     QueryParams(q): QueryParams<TrialBalanceQuery>,
 ) -> Result<Json<TrialBalance>, Problem> {
-    let position = crate::runtime::http::reflected(&state, NAME, VERSION, q.min_position).await?;
+    let position =
+        crate::runtime::http::reflected_on(&state.read_db, NAME, VERSION, q.min_position).await?;
     if let Some(p) = q.as_of_position {
         if p < 0 {
             return Err(Problem::invalid(
@@ -143,7 +144,7 @@ pub async fn trial_balance(
             .field("as_of_position"));
         }
     }
-    let tb = trial_balance_at(&state.db, q.as_of_position, position)
+    let tb = trial_balance_at(&state.read_db, q.as_of_position, position)
         .await
         .map_err(|e| Problem::internal(e.to_string()))?;
     Ok(Json(tb))
@@ -282,7 +283,8 @@ pub async fn account(
         ));
     }
     let limit = crate::runtime::http::page_limit(q.limit)?;
-    let position = crate::runtime::http::reflected(&state, NAME, VERSION, q.min_position).await?;
+    let position =
+        crate::runtime::http::reflected_on(&state.read_db, NAME, VERSION, q.min_position).await?;
     let internal = |e: sqlx::Error| Problem::internal(e.to_string());
     let sql = "SELECT kind, currency, normal_side, debits_minor, credits_minor \
                FROM account_balances WHERE account = ?";
@@ -303,7 +305,11 @@ pub async fn account(
                stream_id FROM journal WHERE account = ? AND position > ? \
                ORDER BY position, leg LIMIT ?";
     let args = [Cell::text(&account), Cell::Int(after), Cell::Int(limit)];
-    let rows = state.db.fetch(sql, &args, ENTRY).await.map_err(internal)?;
+    let rows = state
+        .read_db
+        .fetch(sql, &args, ENTRY)
+        .await
+        .map_err(internal)?;
     let entries = rows
         .iter()
         .map(|r| {

@@ -60,6 +60,9 @@ impl Drop for AbortOnDrop {
 /// Settings of `serve` beyond the database and country.
 #[derive(Default)]
 pub struct ServeOptions {
+    /// A read replica of the database (issue 21 item 4): wallet, journal and audit
+    /// reads are served from it, waiting for `min_position` on it.
+    pub read_database_url: Option<String>,
     /// Whether this is one partition of several (`serve --partitions`, issue 21):
     /// the countries requests state are then checked against this one's.
     pub partitioned: bool,
@@ -493,6 +496,10 @@ pub async fn start_with(
             crate::payouts::reconcile::ProviderReportCheck::new(db.db.clone(), provider.clone()),
         ));
     }
+    let (read_store, read_db) = match &options.read_database_url {
+        Some(url) => crate::infra::store::open_replica(url, db.store.keyring().clone()).await?,
+        None => (db.store.clone(), db.db.clone()),
+    };
     let state = AppState {
         wallets: CommandBus::start(db.store.clone()),
         db: db.db,
@@ -520,6 +527,8 @@ pub async fn start_with(
         limits: Arc::new(crate::runtime::http::limits::Limits::new(
             options.http_limits.clone(),
         )),
+        read_db,
+        read_store,
     };
     Ok(Started { state, admin_key })
 }

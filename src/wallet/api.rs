@@ -175,7 +175,7 @@ async fn reflected(state: &AppState, min_position: Option<i64>) -> Result<i64, P
         ));
     }
     let position = state
-        .db
+        .read_db
         .wait_for(wanted)
         .await
         .map_err(|e| Problem::internal(e.to_string()))?;
@@ -213,7 +213,7 @@ pub async fn get_wallet(
     let wallet_id = parse_id("wallet_id", &wallet_id)?;
     let position = reflected(&state, q.min_position).await?;
     let w = state
-        .db
+        .read_db
         .wallet(wallet_id.as_str())
         .await
         .map_err(|e| Problem::internal(e.to_string()))?
@@ -221,7 +221,7 @@ pub async fn get_wallet(
     // From the stream itself (snapshot + tail), not the bus's cache: withdrawal units
     // freeze and pay out without the bus.
     let frozen_by = crate::runtime::bus::load::<factledger_aggregates::wallet::Wallet>(
-        &state.store,
+        &state.read_store,
         wallet_id.as_str(),
     )
     .await
@@ -326,7 +326,7 @@ pub async fn get_ledger(
     let limit = crate::runtime::http::page_limit(q.limit)?;
     let position = reflected(&state, q.min_position).await?;
     let entries = state
-        .db
+        .read_db
         .ledger_page(wallet_id.as_str(), from, limit)
         .await
         .map_err(|e| Problem::internal(e.to_string()))?;

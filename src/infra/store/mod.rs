@@ -698,6 +698,21 @@ pub fn load_keyring(path: &std::path::Path) -> anyhow::Result<Arc<Keyring>> {
     Ok(Arc::new(keyring))
 }
 
+/// Open a read replica of a MariaDB ledger (`serve --read-database-url`): its store
+/// and pool, read-only and never migrated (see `MysqlStore::connect_replica`).
+pub async fn open_replica(
+    url: &str,
+    keyring: Arc<Keyring>,
+) -> anyhow::Result<(DynStore, crate::infra::db::Db)> {
+    if !(url.starts_with("mysql://") || url.starts_with("mariadb://")) {
+        anyhow::bail!("a read replica is a MariaDB/MySQL replica: its URL starts with mysql://");
+    }
+    let url = url.replacen("mariadb://", "mysql://", 1);
+    let s = mysql::MysqlStore::connect_replica(&url, keyring).await?;
+    let db = crate::infra::db::Db::Mysql(s.pool().clone());
+    Ok((Arc::new(s), db))
+}
+
 /// Open a database URL, run migrations, and hand out its parts. Refuses a log whose
 /// newest event was sealed with a chain key `keyring` does not hold: the key file is
 /// the wrong one (or was lost), and sealing on would fork the evidence.
@@ -750,13 +765,17 @@ async fn check_newest_key(store: &dyn EventStore) -> anyhow::Result<()> {
 /// rather than the database refusing a statement: the request may succeed when
 /// retried, so the API answers 503, not 500.
 pub fn is_connection_failure(e: &sqlx::Error) -> bool {
-    matches!(
-        e,
+    match e {
         sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed
-    )
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        // A Galera node outside the primary component (1047) is as good as down.
+        sqlx::Error::Database(d) => d
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .is_some_and(|m| m.number() == mysql::ER_UNKNOWN_COM_ERROR),
+        _ => false,
+    }
 }
 
 /// Whether `migrator` has anything to apply to a database whose `_sqlx_migrations`

@@ -43,8 +43,10 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow, My
 use sqlx::{Connection, Row};
 
 mod append;
+pub mod failover;
 mod run;
 
+pub(crate) use run::ER_UNKNOWN_COM_ERROR;
 use run::{map_failure, rollback, run_append, stale_fence};
 
 /// Connections in the pool: the writer, readers and background workers.
@@ -62,6 +64,20 @@ pub struct MysqlStore {
     head: super::HeadSignal,
     /// Appends of this many events or more bind them (see the module doc).
     bind_events_min: usize,
+    /// The failover monitor of a URL with several hosts (`failover.rs`), stopped
+    /// with the store.
+    _failover: Option<FailoverTask>,
+    /// The server is a Galera node: each append reads its last event back after
+    /// COMMIT (`run::committed_here`).
+    galera: bool,
+}
+
+struct FailoverTask(tokio::task::JoinHandle<()>);
+
+impl Drop for FailoverTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The connect options of a `mysql://` URL, TLS included (`ssl-mode`, `ssl-ca`,
@@ -88,17 +104,52 @@ impl MysqlStore {
         url: &str,
         keyring: std::sync::Arc<super::Keyring>,
     ) -> anyhow::Result<Self> {
-        let options = connect_options(url)?;
+        Self::open(url, keyring, false).await
+    }
+
+    /// A read replica (issue 21 item 4): never migrated, and every session is READ
+    /// ONLY, so nothing this process does can write to it (a write on a replica
+    /// would break its replication). Its rows lag the primary; readers wait for
+    /// `min_position` on the replica's own checkpoints and head.
+    pub async fn connect_replica(
+        url: &str,
+        keyring: std::sync::Arc<super::Keyring>,
+    ) -> anyhow::Result<Self> {
+        Self::open(url, keyring, true).await
+    }
+
+    async fn open(
+        url: &str,
+        keyring: std::sync::Arc<super::Keyring>,
+        replica: bool,
+    ) -> anyhow::Result<Self> {
+        let hosts = failover::host_urls(url)
+            .iter()
+            .map(|u| connect_options(u))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let failover = (hosts.len() > 1).then(|| failover::Failover::new(hosts.clone()));
+        let options = match &failover {
+            Some(f) => f.choose_first().await,
+            None => hosts[0].clone(),
+        };
         let target = format!(
             "connecting to MariaDB at {}:{} (ssl-mode={})",
             options.get_host(),
             options.get_port(),
             ssl_mode_name(options.get_ssl_mode())
         );
-        let pool = MySqlPoolOptions::new()
+        let mut pool_options = MySqlPoolOptions::new();
+        if let Some(f) = &failover {
+            let f = f.clone();
+            pool_options = pool_options.before_acquire(move |_, meta| {
+                let fresh = f.is_fresh(meta.age);
+                Box::pin(async move { Ok(fresh) })
+            });
+        }
+        let pool = pool_options
             .max_connections(POOL_CONNECTIONS_MAX)
             .acquire_timeout(std::time::Duration::from_secs(POOL_ACQUIRE_TIMEOUT_S))
-            .after_connect(|conn, _| {
+            .after_connect(move |conn, _| {
                 Box::pin(async move {
                     // Strict mode is load-bearing: the append guard relies on a NULL
                     // into a NOT NULL column being an error, never a silent 0. And
@@ -119,11 +170,14 @@ impl MysqlStore {
                     // guard (heads only grow, so a stale read errs towards a conflict)
                     // refuse stale versions.
                     sqlx::Executor::execute(
-                        conn,
+                        &mut *conn,
                         "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
                     )
-                    .await
-                    .map(|_| ())
+                    .await?;
+                    if replica {
+                        sqlx::Executor::execute(conn, "SET SESSION TRANSACTION READ ONLY").await?;
+                    }
+                    Ok(())
                 })
             })
             .connect_with(options)
@@ -135,14 +189,30 @@ impl MysqlStore {
         .fetch_all(&pool)
         .await
         .ok();
-        if super::migrations_pending(&MIGRATOR, applied) {
+        if replica {
+            if super::migrations_pending(&MIGRATOR, applied) {
+                anyhow::bail!(
+                    "the read replica has not (yet) replicated every migration of this \
+                     version: wait for it to catch up, or check its replication"
+                );
+            }
+        } else if super::migrations_pending(&MIGRATOR, applied) {
             MIGRATOR.run(&pool).await?;
         }
+        let monitor = failover.map(|f| FailoverTask(f.monitor(pool.clone())));
+        // MariaDB has @@wsrep_on (OFF without Galera); MySQL has no such variable.
+        let galera = sqlx::query_scalar::<_, i64>("SELECT CAST(@@GLOBAL.wsrep_on AS SIGNED)")
+            .fetch_one(&pool)
+            .await
+            .map(|on| on == 1)
+            .unwrap_or(false);
         Ok(Self {
             pool,
             keyring,
             head: super::HeadSignal::default(),
             bind_events_min: append::bind_events_min(),
+            _failover: monitor,
+            galera,
         })
     }
 
@@ -156,6 +226,17 @@ impl MysqlStore {
         self.bind_events_min = n;
         self
     }
+}
+
+/// The id of the last event an append writes (positions follow units, streams and
+/// events in order).
+fn last_event_id(units: &[UnitOfWork]) -> Option<String> {
+    units
+        .iter()
+        .flat_map(|u| u.streams.iter())
+        .flat_map(|s| s.events.iter())
+        .last()
+        .map(|e| e.event_id.to_string())
 }
 
 fn db_err(e: sqlx::Error) -> StoreError {
@@ -304,6 +385,27 @@ impl EventStore for MysqlStore {
                     })
                     .collect();
                 debug_assert_eq!(next - base, total as i64);
+                if let (true, Some(position), Some(event_id)) =
+                    (self.galera, last, last_event_id(units))
+                {
+                    match run::committed_here(&mut conn, position, &event_id).await {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            metrics::counter!("factledger_store_rolled_back_total", "error" => "commit_not_applied")
+                                .increment(1);
+                            let _ = rollback(&mut conn).await;
+                            return Err(run::first_conflict(
+                                units,
+                                "COMMIT answered OK but the append is not in the log",
+                            ));
+                        }
+                        Err(e) => {
+                            return Err(StoreError::OutcomeUnknown(format!(
+                                "append committed, reading it back failed: {e}"
+                            )))
+                        }
+                    }
+                }
                 self.head.committed(&committed);
                 super::observe_append("mysql", units, started);
                 Ok(committed)

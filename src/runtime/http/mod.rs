@@ -66,6 +66,49 @@ pub struct AppState {
     pub parts: Arc<axum::http::Extensions>,
     /// The HTTP limits and the per-key rate buckets.
     pub limits: Arc<limits::Limits>,
+    /// Where wallet, journal and audit reads are served from: a read replica
+    /// (`serve --read-database-url`, issue 21) or the primary's `db`/`store`. A
+    /// replica lags: those reads wait for `min_position` on the replica itself
+    /// ([`replica_caught_up`]).
+    pub read_db: crate::infra::db::Db,
+    pub read_store: DynStore,
+}
+
+/// Wait (bounded by `MIN_POSITION_WAIT_MS_MAX`) until the read side's log holds
+/// `min_position`: a replica's head lags the primary's. 503 `REPLICA_BEHIND` when it
+/// does not get there in time (the client retries, or reads without the position).
+pub async fn replica_caught_up(state: &AppState, min_position: Option<i64>) -> Result<(), Problem> {
+    let Some(wanted) = min_position else {
+        return Ok(());
+    };
+    if wanted < 0 {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "min_position",
+            "must not be negative",
+        ));
+    }
+    let deadline = Instant::now()
+        + std::time::Duration::from_millis(crate::runtime::projection::MIN_POSITION_WAIT_MS_MAX);
+    loop {
+        let head = state.read_store.head_position().await?;
+        if head >= wanted {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Problem::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "REPLICA_BEHIND",
+                format!(
+                    "the log read here is at position {head}, not yet at {wanted} (a read \
+                     replica lags the primary); retry"
+                ),
+            )
+            .field("min_position")
+            .retry_after(1));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
 }
 
 /// The `method` label: the standard methods by name, anything else as `OTHER`, so
@@ -91,6 +134,11 @@ fn method_label(method: &axum::http::Method) -> &'static str {
 }
 
 impl AppState {
+    /// Whether reads are served from a read replica (not the primary).
+    pub fn reads_from_replica(&self) -> bool {
+        !Arc::ptr_eq(&self.store, &self.read_store)
+    }
+
     /// The capability state of type `T` that the composition root put in `parts`; a
     /// missing one is a wiring fault, answered as a 500 rather than a panic.
     pub fn part<T: Clone + Send + Sync + 'static>(&self) -> Result<&T, Problem> {
@@ -219,7 +267,19 @@ pub(crate) async fn reflected(
             "must not be negative",
         ));
     }
-    let position = crate::runtime::projector::wait_for_checkpoint(&state.db, name, version, wanted)
+    reflected_on(&state.db, name, version, min_position).await
+}
+
+/// [`reflected`] on a given database: the read side (`AppState::read_db`) for reads
+/// a replica serves.
+pub(crate) async fn reflected_on(
+    db: &crate::infra::db::Db,
+    name: &str,
+    version: i32,
+    min_position: Option<i64>,
+) -> Result<i64, Problem> {
+    let wanted = min_position.unwrap_or(0);
+    let position = crate::runtime::projector::wait_for_checkpoint(db, name, version, wanted)
         .await
         .map_err(|e| Problem::internal(e.to_string()))?;
     if position < wanted {

@@ -19,6 +19,15 @@ fn db_number(e: &sqlx::Error) -> Option<u16> {
     }
 }
 
+/// Deadlock, or (Galera) a certification failure: the transaction was rolled back.
+pub(crate) const ER_LOCK_DEADLOCK: u16 = 1213;
+/// "Got error … during COMMIT": the commit was refused (Galera replication) and
+/// rolled back.
+pub(crate) const ER_ERROR_DURING_COMMIT: u16 = 1180;
+/// "WSREP has not yet prepared node for application use": a Galera node that is not
+/// in the primary component (or not yet synced) refuses the statement.
+pub(crate) const ER_UNKNOWN_COM_ERROR: u16 = 1047;
+
 /// `failed_check` is the guard's @fl_bad when the guard failed; `stale_fence` the
 /// fence found stale when the fence statement failed.
 pub(super) fn map_failure(
@@ -29,6 +38,11 @@ pub(super) fn map_failure(
     stale_fence: Option<crate::infra::store::Fence>,
 ) -> StoreError {
     let number = db_number(&e);
+    if matches!(&e, sqlx::Error::Protocol(m) if m.starts_with(ENDED_EARLY)) {
+        metrics::counter!("factledger_store_rolled_back_total", "error" => "ended_early")
+            .increment(1);
+        return first_conflict(units, &e.to_string());
+    }
     if number.is_none() {
         return StoreError::OutcomeUnknown(e.to_string());
     }
@@ -53,6 +67,19 @@ pub(super) fn map_failure(
         }
     };
     match (kind, number) {
+        // The server rolled the whole transaction back (InnoDB deadlock; on Galera a
+        // certification failure at COMMIT is reported as 1213 too, and 1180 is a
+        // commit the replication refused): nothing was written, so the unit is
+        // decided again on fresh state like any concurrency conflict, never reported
+        // as an unknown outcome.
+        (_, Some(n @ (ER_LOCK_DEADLOCK | ER_ERROR_DURING_COMMIT))) => {
+            metrics::counter!("factledger_store_rolled_back_total", "error" => n.to_string())
+                .increment(1);
+            conflict(0, 0)
+        }
+        // A Galera node outside the primary component refuses every statement: the
+        // unit was not written, and the database is unavailable from this node.
+        (_, Some(ER_UNKNOWN_COM_ERROR)) => StoreError::Unavailable(e.to_string()),
         (Some(Stmt::Events { .. } | Stmt::BoundEvents), Some(1062))
             if e.to_string().contains("uq_events_ledger_ref") =>
         {
@@ -90,6 +117,23 @@ pub(super) fn map_failure(
         }
         (Some(Stmt::Inject(n)), _) => StoreError::Injected(*n),
         _ => StoreError::Database(e.to_string()),
+    }
+}
+
+/// A conflict on the append's first stream with events: nothing was written, and
+/// the unit is decided again (`why` when there is no such stream).
+pub(super) fn first_conflict(units: &[UnitOfWork], why: &str) -> StoreError {
+    match units
+        .iter()
+        .flat_map(|u| u.streams.iter())
+        .find(|s| !s.events.is_empty())
+    {
+        Some(s) => StoreError::Conflict {
+            aggregate_type: s.aggregate_type.clone(),
+            aggregate_id: s.aggregate_id.clone(),
+            expected_version: s.expected_version,
+        },
+        None => StoreError::Database(why.to_owned()),
     }
 }
 
@@ -143,9 +187,11 @@ pub(super) async fn run_append(
             .iter()
             .position(|(_, k)| matches!(k, Stmt::BoundEvents)),
     ) else {
-        return run_script(conn, &text(stmts), Some(RESERVE_STATEMENT)).await;
+        let (done, last, result) = run_script(conn, &text(stmts), Some(RESERVE_STATEMENT)).await;
+        return (done, last, every_statement_ran(done, stmts.len(), result));
     };
     let (done, last, result) = run_script(conn, &text(&stmts[..at]), Some(RESERVE_STATEMENT)).await;
+    let result = every_statement_ran(done, at, result);
     if result.is_err() {
         return (done, last, result);
     }
@@ -155,7 +201,29 @@ pub(super) async fn run_append(
         }
     }
     let (rest, _, result) = run_script(conn, &text(&stmts[at + 1..]), None).await;
+    let result = every_statement_ran(rest, stmts.len() - at - 1, result);
     (at + 1 + rest, last, result)
+}
+
+/// What a script that answered fewer results than it has statements, without an
+/// error, reports. Galera does this: a transaction brute-force aborted by a
+/// replicated write between two statements of a multi-statement query ends the
+/// query there, silently, and the rest — COMMIT included — never runs. Nothing was
+/// committed, so it is a conflict to decide again; taking the missing results for
+/// success acknowledged appends that were never written (`tests/scale.rs`).
+pub(super) const ENDED_EARLY: &str = "the server ended the append script early";
+
+fn every_statement_ran(
+    done: usize,
+    expected: usize,
+    result: Result<(), sqlx::Error>,
+) -> Result<(), sqlx::Error> {
+    match result {
+        Ok(()) if done < expected => Err(sqlx::Error::Protocol(format!(
+            "{ENDED_EARLY}: {done} of {expected} statements answered, without an error"
+        ))),
+        other => other,
+    }
 }
 
 /// The first fence whose job is not RUNNING with its attempt any more.
@@ -181,4 +249,22 @@ pub(super) fn rollback(
     conn: &mut sqlx::MySqlConnection,
 ) -> futures::future::BoxFuture<'_, Result<(), sqlx::Error>> {
     Box::pin(async move { sqlx::Executor::execute(conn, "ROLLBACK").await.map(|_| ()) })
+}
+
+/// Whether the event at `position` is the one this append wrote (`event_id`): on
+/// Galera a COMMIT can answer OK for a transaction a replicated write set aborted
+/// (seen under multi-primary load: two appends on two nodes were both acknowledged
+/// for the same positions, and only one is in the log). Read on the same connection
+/// right after the COMMIT, a committed append is always visible here.
+pub(super) async fn committed_here(
+    conn: &mut sqlx::MySqlConnection,
+    position: i64,
+    event_id: &str,
+) -> Result<bool, sqlx::Error> {
+    let found: Option<String> =
+        sqlx::query_scalar("SELECT CAST(event_id AS CHAR) FROM events WHERE global_position = ?")
+            .bind(position)
+            .fetch_optional(&mut *conn)
+            .await?;
+    Ok(found.as_deref() == Some(event_id))
 }
