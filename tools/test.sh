@@ -14,6 +14,10 @@
 #      is missing) and export FACTLEDGER_CHROMEDRIVER and FACTLEDGER_CONSOLE_SHOTS
 #      (screenshots of every console page visited, under
 #      ${CARGO_TARGET_DIR:-target}/console-shots/<backend>/, not committed),
+#   1e. start the multi-node topologies of tests/scale.rs with tools/cluster.sh (a
+#      3-node MariaDB Galera cluster on 3311-3313 and an async replica on 3314;
+#      installs the Debian packages galera-4 and rsync when missing), export their
+#      URLs (`tools/cluster.sh env`), and stop them again when this script exits,
 #   2. drop stale `fl_test_*` databases left by earlier, interrupted runs,
 #   3. the layer rule of src/ (tools/check-layers.sh, with its self-test),
 #      cargo fmt --check, cargo clippy -D warnings, cargo deny (supply chain: bans,
@@ -75,8 +79,12 @@ die() {
   echo "tools/test.sh: $*" >&2
   exit 1
 }
+cluster_started=0
 on_exit() {
   local rc=$?
+  if [ "$cluster_started" -eq 1 ]; then
+    tools/cluster.sh stop >/dev/null 2>&1 || echo "tools/cluster.sh stop failed" >&2
+  fi
   if [ "$rc" -eq 0 ]; then
     printf '\n==== ALL CHECKS PASSED ====\n'
   else
@@ -271,6 +279,20 @@ ensure_chromedriver() {
   chromedriver --version
 }
 
+# tests/scale.rs (issue 21): Galera needs its provider library and rsync (the state
+# transfers), which a --no-install-recommends mariadb-server does not bring along.
+ensure_cluster() {
+  if [ ! -f /usr/lib/galera/libgalera_smm.so ]; then
+    echo "installing galera-4"
+    apt_install galera-4
+  fi
+  command -v rsync >/dev/null 2>&1 || apt_install rsync
+  cluster_started=1
+  tools/cluster.sh start
+  eval "$(tools/cluster.sh env)"
+  tools/cluster.sh env
+}
+
 # Installed once, outside the project's target dir (cargo install would otherwise
 # honour CARGO_TARGET_DIR and leave a release build of cargo-deny in it).
 ensure_cargo_deny() {
@@ -335,6 +357,9 @@ FACTLEDGER_CONSOLE_SHOTS="$(cd "${CARGO_TARGET_DIR:-target}/console-shots" && pw
 export FACTLEDGER_CONSOLE_SHOTS
 echo "FACTLEDGER_CHROMEDRIVER=$FACTLEDGER_CHROMEDRIVER"
 echo "FACTLEDGER_CONSOLE_SHOTS=$FACTLEDGER_CONSOLE_SHOTS"
+
+section "MariaDB Galera cluster and replica (tools/cluster.sh, for tests/scale.rs)"
+ensure_cluster
 
 section "layers (tools/check-layers.sh: infra <- runtime <- capability)"
 tools/check-layers.sh --self-test

@@ -178,6 +178,39 @@ both_backends!(
             let (s, v) = p.post(code, "header", "/v1/audit/verify", json!({})).await;
             assert_eq!(s, 200, "{code}: {v}");
         }
+        // Projections, jobs and reconciliation are each partition's own too.
+        for (code, head) in [("ID", 2), ("TH", 1)] {
+            let (s, v) = p.get(code, "header", "/v1/projections").await;
+            assert_eq!(s, 200, "{v}");
+            let wallet = v.as_array().unwrap().iter().find(|x| x["name"] == "wallet");
+            assert_eq!(wallet.unwrap()["head"], head, "{code}: {v}");
+            let (s, v) = p.get(code, "path", "/v1/jobs?limit=10").await;
+            assert_eq!(s, 200, "{code}: {v}");
+            let (s, run) = p
+                .post(code, "header", "/v1/reconciliations", json!({}))
+                .await;
+            assert_eq!(s, 202, "{code}: {run}");
+            let id = run["id"].as_str().unwrap().to_owned();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            let done = loop {
+                let (_, r) = p
+                    .get(code, "header", &format!("/v1/reconciliations/{id}"))
+                    .await;
+                if r["status"] != "running" {
+                    break r;
+                }
+                assert!(std::time::Instant::now() < deadline, "{r}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            };
+            assert_eq!(done["status"], "succeeded", "{code}: {done}");
+            assert_eq!(done["up_to_position"], head, "{code}: {done}");
+            // The run is the partition's own: the other one does not know its id.
+            let other = if code == "ID" { "TH" } else { "ID" };
+            let (s, _) = p
+                .get(other, "header", &format!("/v1/reconciliations/{id}"))
+                .await;
+            assert_eq!(s, 404, "{code}'s run seen from {other}");
+        }
         // API keys are a partition's own: ID's admin key is unknown in TH.
         let (s, _) = p
             .client
