@@ -486,6 +486,14 @@ async fn a_node_killed_under_load_loses_and_doubles_nothing() {
         "{} commands, node 1 killed after {killed_at}, {during} acknowledged while it was down; failed attempts {failures:?}",
         runs.len()
     );
+    // A command cut off by the kill is told to retry (503) or gets no answer; never
+    // a 500, never a refusal.
+    assert!(
+        failures
+            .keys()
+            .all(|k| k == "no answer" || k.starts_with("503 ")),
+        "{failures:?}"
+    );
     load::assert_every_command_acknowledged(&load, &runs);
     load::assert_replays_match(&targets, &runs).await;
     let pool = sqlx::MySqlPool::connect(&db.node(2)).await.expect("pool");

@@ -18,10 +18,10 @@
 //! `serve` logged per request.
 
 mod bulk;
-mod closed;
+pub(crate) mod closed;
 mod open;
-mod server;
-mod usage;
+pub(crate) mod server;
+pub(crate) mod usage;
 
 use futures::StreamExt;
 use hdrhistogram::Histogram;
@@ -31,6 +31,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use usage::{usage_header, Procs, Usage};
+
+/// The header naming the partition a request acts on (`serve --partitions`).
+const PARTITION_HEADER: &str = "Ledger-Partition";
 
 /// `bench http`'s flags.
 #[derive(clap::Args)]
@@ -95,12 +98,12 @@ enum Mode {
 }
 
 /// How long a request may take before the client gives up on it.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the bench waits for the projectors to reach the log's head after a run.
 const SETTLE_MAX: Duration = Duration::from_secs(60);
 /// Requests one worker may send per second of its run, at most (a bound on loops that
 /// time already bounds).
-const REQUESTS_PER_SEC_BOUND: u64 = 1_000_000;
+pub(crate) const REQUESTS_PER_SEC_BOUND: u64 = 1_000_000;
 
 pub async fn bench(args: Args) -> anyhow::Result<()> {
     let modes = args
@@ -140,9 +143,12 @@ pub async fn bench(args: Args) -> anyhow::Result<()> {
         .max_in_flight
         .max(args.connections)
         .max(args.bulk_clients);
+    server::fresh_database(&args.database_url).await?;
+    let global = ["--database-url".to_owned(), args.database_url.clone()];
     let server = server::Server::start(&server::Spawn {
         bin: &args.serve_bin,
-        database_url: &args.database_url,
+        global: &global,
+        key_files: &[server::ADMIN_KEY_FILE.into()],
         connections_max: connections + 64,
         args: &args.serve_args,
         env: &env,
@@ -162,12 +168,12 @@ pub async fn bench(args: Args) -> anyhow::Result<()> {
         _ => None,
     };
     let ctx = Ctx {
-        api: Arc::new(Api::new(&server.base, &server.key, connections)?),
+        api: Arc::new(Api::new(&server.base, &server.key, connections, None)?),
         procs: Procs::find(server.pid),
         log: server.log.clone(),
         db,
     };
-    if ctx.procs.db.is_none() {
+    if ctx.procs.db.is_empty() {
         println!("(no mariadbd/mysqld process on this machine: db cores shown as 0)");
     }
     // What serve and the database cost with no request at all (another workload on
@@ -234,18 +240,145 @@ impl Ctx {
         std::fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0)
     }
 
+    /// See [`Api::settle`].
+    async fn settle(&self) -> anyhow::Result<f64> {
+        self.api.settle().await
+    }
+}
+
+/// The HTTP client: one pooled keep-alive client with the admin key (and the
+/// partition it names in the `Ledger-Partition` header, when one).
+pub(crate) struct Api {
+    client: reqwest::Client,
+    base: String,
+    auth: HeaderValue,
+    partition: Option<HeaderValue>,
+    /// Requests sent so far (every mode, setup included).
+    sent: AtomicU64,
+    /// Commands they carried (a batch request carries many).
+    commands: AtomicU64,
+}
+
+/// What a command request got back: the status, and a problem's `code` when not 2xx.
+pub(crate) struct Answer {
+    status: u16,
+    code: Option<String>,
+}
+
+impl Answer {
+    /// A 2xx, or an error naming `what` with the status and problem code.
+    fn ensure_2xx(&self, what: &str) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (200..300).contains(&self.status),
+            "{what}: {} {:?}",
+            self.status,
+            self.code
+        );
+        Ok(())
+    }
+}
+
+impl Api {
+    pub(crate) fn new(
+        base: &str,
+        key: &str,
+        pool: usize,
+        partition: Option<&str>,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            client: reqwest::Client::builder()
+                .pool_max_idle_per_host(pool)
+                // Below serve's 5 s keep-alive timeout: never reuse a socket it closed.
+                .pool_idle_timeout(Duration::from_secs(2))
+                .tcp_nodelay(true)
+                .timeout(REQUEST_TIMEOUT)
+                .build()?,
+            base: base.to_owned(),
+            auth: HeaderValue::from_str(&format!("Bearer {key}"))?,
+            partition: partition.map(HeaderValue::from_str).transpose()?,
+            sent: AtomicU64::new(0),
+            commands: AtomicU64::new(0),
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub(crate) fn wallet_url(&self, wallet: &str) -> String {
+        self.url(&format!("/v1/wallets/{wallet}/commands"))
+    }
+
+    /// Every request: the admin key, and the partition header when one.
+    fn authorized(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let r = r.header(AUTHORIZATION, self.auth.clone());
+        match &self.partition {
+            Some(p) => r.header(PARTITION_HEADER, p.clone()),
+            None => r,
+        }
+    }
+
+    fn get(&self, url: &str) -> reqwest::RequestBuilder {
+        self.authorized(self.client.get(url))
+    }
+
+    /// A JSON POST carrying `commands` commands (counted), not yet sent.
+    fn post_request(&self, url: &str, body: String, commands: u64) -> reqwest::RequestBuilder {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        self.commands.fetch_add(commands, Ordering::Relaxed);
+        self.authorized(self.client.post(url))
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(body)
+    }
+
+    /// POST a JSON body carrying `commands` commands; the answer is left to the caller.
+    async fn post_raw(
+        &self,
+        url: &str,
+        body: String,
+        commands: u64,
+    ) -> reqwest::Result<reqwest::Response> {
+        self.post_request(url, body, commands).send().await
+    }
+
+    /// POST a JSON body; read the answer whole (so the connection is reused) and keep
+    /// only its status and, when not 2xx, its problem code (no JSON parsing).
+    pub(crate) async fn post(&self, url: &str, body: String) -> reqwest::Result<Answer> {
+        Self::answer(self.post_request(url, body, 1).send().await?).await
+    }
+
+    /// [`Api::post`] with an `Idempotency-Key`.
+    pub(crate) async fn post_keyed(
+        &self,
+        url: &str,
+        body: String,
+        idempotency_key: &str,
+    ) -> reqwest::Result<Answer> {
+        let request = self
+            .post_request(url, body, 1)
+            .header("Idempotency-Key", idempotency_key);
+        Self::answer(request.send().await?).await
+    }
+
+    async fn answer(response: reqwest::Response) -> reqwest::Result<Answer> {
+        let status = response.status().as_u16();
+        let body = response.bytes().await?;
+        let code = if (200..300).contains(&status) {
+            None
+        } else {
+            problem_code(&body)
+        };
+        Ok(Answer { status, code })
+    }
+
     /// Wait (bounded) until every projector has applied the log's head and every
     /// outbox sink has delivered every message (the `log` sink writes to the log);
     /// the seconds it took. Still behind at the bound: reported, not fatal.
-    async fn settle(&self) -> anyhow::Result<f64> {
+    pub(crate) async fn settle(&self) -> anyhow::Result<f64> {
         let started = Instant::now();
-        let (projections, outbox) = (
-            self.api.url("/v1/projections"),
-            self.api.url("/v1/outbox/sinks"),
-        );
+        let (projections, outbox) = (self.url("/v1/projections"), self.url("/v1/outbox/sinks"));
         loop {
             let statuses: Vec<serde_json::Value> = self
-                .api
                 .get(&projections)
                 .send()
                 .await?
@@ -253,7 +386,6 @@ impl Ctx {
                 .json()
                 .await?;
             let sinks: serde_json::Value = self
-                .api
                 .get(&outbox)
                 .send()
                 .await?
@@ -294,100 +426,6 @@ impl Ctx {
     }
 }
 
-/// The HTTP client: one pooled keep-alive client with the admin key.
-pub(crate) struct Api {
-    client: reqwest::Client,
-    base: String,
-    auth: HeaderValue,
-    /// Requests sent so far (every mode, setup included).
-    sent: AtomicU64,
-    /// Commands they carried (a batch request carries many).
-    commands: AtomicU64,
-}
-
-/// What a command request got back: the status, and a problem's `code` when not 2xx.
-pub(crate) struct Answer {
-    status: u16,
-    code: Option<String>,
-}
-
-impl Answer {
-    /// A 2xx, or an error naming `what` with the status and problem code.
-    fn ensure_2xx(&self, what: &str) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            (200..300).contains(&self.status),
-            "{what}: {} {:?}",
-            self.status,
-            self.code
-        );
-        Ok(())
-    }
-}
-
-impl Api {
-    fn new(base: &str, key: &str, pool: usize) -> anyhow::Result<Self> {
-        Ok(Self {
-            client: reqwest::Client::builder()
-                .pool_max_idle_per_host(pool)
-                // Below serve's 5 s keep-alive timeout: never reuse a socket it closed.
-                .pool_idle_timeout(Duration::from_secs(2))
-                .tcp_nodelay(true)
-                .timeout(REQUEST_TIMEOUT)
-                .build()?,
-            base: base.to_owned(),
-            auth: HeaderValue::from_str(&format!("Bearer {key}"))?,
-            sent: AtomicU64::new(0),
-            commands: AtomicU64::new(0),
-        })
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn wallet_url(&self, wallet: &str) -> String {
-        self.url(&format!("/v1/wallets/{wallet}/commands"))
-    }
-
-    fn get(&self, url: &str) -> reqwest::RequestBuilder {
-        self.client
-            .get(url)
-            .header(AUTHORIZATION, self.auth.clone())
-    }
-
-    /// POST a JSON body carrying `commands` commands; the answer is left to the caller.
-    async fn post_raw(
-        &self,
-        url: &str,
-        body: String,
-        commands: u64,
-    ) -> reqwest::Result<reqwest::Response> {
-        self.sent.fetch_add(1, Ordering::Relaxed);
-        self.commands.fetch_add(commands, Ordering::Relaxed);
-        self.client
-            .post(url)
-            .header(AUTHORIZATION, self.auth.clone())
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .body(body)
-            .send()
-            .await
-    }
-
-    /// POST a JSON body; read the answer whole (so the connection is reused) and keep
-    /// only its status and, when not 2xx, its problem code (no JSON parsing).
-    async fn post(&self, url: &str, body: String) -> reqwest::Result<Answer> {
-        let response = self.post_raw(url, body, 1).await?;
-        let status = response.status().as_u16();
-        let body = response.bytes().await?;
-        let code = if (200..300).contains(&status) {
-            None
-        } else {
-            problem_code(&body)
-        };
-        Ok(Answer { status, code })
-    }
-}
-
 /// The `code` of a compact problem+json body, found by scanning.
 fn problem_code(body: &[u8]) -> Option<String> {
     const KEY: &[u8] = b"\"code\":\"";
@@ -397,14 +435,14 @@ fn problem_code(body: &[u8]) -> Option<String> {
 }
 
 /// A `CreditPending` of 100 minor units under ledger reference `ref_id`.
-fn credit_body(ref_id: &str) -> String {
+pub(crate) fn credit_body(ref_id: &str) -> String {
     format!(
         r#"{{"type":"CreditPending","ref_type":"order","ref_id":"{ref_id}","amount_minor":100}}"#
     )
 }
 
 /// Open these wallets (IDR), 16 at a time; every one must answer 2xx.
-async fn open_wallets(api: &Api, ids: &[String]) -> anyhow::Result<()> {
+pub(crate) async fn open_wallets(api: &Api, ids: &[String]) -> anyhow::Result<()> {
     let results: Vec<anyhow::Result<()>> = futures::stream::iter(ids.iter().map(|id| async move {
         let body = format!(r#"{{"type":"Open","user_id":"u-{id}","currency":"IDR"}}"#);
         api.post(&api.wallet_url(id), body)
@@ -420,7 +458,7 @@ async fn open_wallets(api: &Api, ids: &[String]) -> anyhow::Result<()> {
 /// Latencies (µs) and outcomes of a run.
 pub(crate) struct Tally {
     hist: Histogram<u64>,
-    ok: u64,
+    pub(crate) ok: u64,
     non2xx: u64,
     errors: u64,
     /// Non-2xx answers by "status CODE", and transport errors.
@@ -431,7 +469,7 @@ pub(crate) struct Tally {
 static ERRORS_SHOWN: AtomicU64 = AtomicU64::new(0);
 
 impl Tally {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             // 1 µs to 1 h, 3 significant digits: bounds that cannot be wrong.
             hist: Histogram::new_with_bounds(1, 3_600_000_000, 3)
@@ -444,7 +482,7 @@ impl Tally {
     }
 
     /// A 2xx without a `code` counts as success; anything else by status and code.
-    fn record(&mut self, latency: Duration, answer: Result<&Answer, &reqwest::Error>) {
+    pub(crate) fn record(&mut self, latency: Duration, answer: Result<&Answer, &reqwest::Error>) {
         self.hist.saturating_record(latency.as_micros() as u64);
         match answer {
             Ok(a) if (200..300).contains(&a.status) && a.code.is_none() => self.ok += 1,
@@ -467,7 +505,7 @@ impl Tally {
         }
     }
 
-    fn merge(&mut self, other: &Tally) {
+    pub(crate) fn merge(&mut self, other: &Tally) {
         let _ = self.hist.add(&other.hist);
         self.ok += other.ok;
         self.non2xx += other.non2xx;
@@ -477,12 +515,12 @@ impl Tally {
         }
     }
 
-    fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.ok + self.non2xx + self.errors
     }
 
     /// The latency at quantile `q`, in ms.
-    fn ms(&self, q: f64) -> f64 {
+    pub(crate) fn ms(&self, q: f64) -> f64 {
         self.hist.value_at_quantile(q) as f64 / 1000.0
     }
 
@@ -491,7 +529,7 @@ impl Tally {
     }
 
     /// "2xx 1234, 409 DUPLICATE_LEDGER_REF 55, error 3".
-    fn outcomes(&self) -> String {
+    pub(crate) fn outcomes(&self) -> String {
         let mut parts = vec![format!("2xx {}", self.ok)];
         parts.extend(self.outcomes.iter().map(|(k, n)| format!("{k} {n}")));
         parts.join(", ")

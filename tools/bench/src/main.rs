@@ -11,6 +11,7 @@ mod http;
 mod ingest;
 mod jobs;
 mod payouts;
+mod scale;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -167,6 +168,10 @@ enum Cmd {
     /// open loop at fixed rates (latency from the scheduled send, p99 search), closed
     /// loop of fresh and of duplicate credits, and bulk `POST /v1/commands:batch`.
     Http(http::Args),
+    /// The same closed-loop HTTP load (fresh credits, each with its own
+    /// Idempotency-Key) against each database topology of issue 21: 1 node, Galera
+    /// with one writer, Galera multi-primary, 3 partitions on 3 nodes; one row each.
+    Scale(scale::Args),
     /// Jobs claimed and completed per second (issue 4, item 10).
     Jobs {
         #[arg(long, default_value = "mysql://root@127.0.0.1:3306/factledger_bench")]
@@ -309,6 +314,7 @@ async fn main() -> anyhow::Result<()> {
             bill::bench(&database_url, &options).await?
         }
         Cmd::Http(args) => http::bench(args).await?,
+        Cmd::Scale(args) => scale::bench(args).await?,
         Cmd::Jobs {
             database_url,
             jobs,

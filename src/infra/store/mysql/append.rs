@@ -25,6 +25,8 @@ pub(super) enum Stmt {
     /// text in the list is empty, the executor runs [`Bound::sql`] in its place.
     BoundEvents,
     CommandLog,
+    /// The outbox rows, whose ids come from the sequence row's reservation.
+    Outbox,
     Inject(usize),
     /// The fences of the batch's units.
     Fences(Vec<Fence>),
@@ -576,7 +578,7 @@ fn outbox_and_jobs(units: &[UnitOfWork], stmts: &mut Vec<(String, Stmt)>) {
                 "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, \
                  created_at_ms) VALUES {outbox}"
             ),
-            Stmt::Plain,
+            Stmt::Outbox,
         ));
     }
     if !plain_jobs.is_empty() {

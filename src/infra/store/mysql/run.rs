@@ -104,6 +104,10 @@ pub(super) fn map_failure(
                 .unwrap_or((0, 0));
             conflict(unit, stream)
         }
+        // Outbox ids are reserved with the positions, under the sequence row's lock:
+        // a duplicate means the reservation read a stale row (Galera: another node's
+        // write set was applied meanwhile, and this transaction is being aborted).
+        (Some(Stmt::Outbox), Some(1062)) => conflict(0, 0),
         (Some(Stmt::CommandLog), Some(1062)) => StoreError::DuplicateIdempotencyKey(e.to_string()),
         (Some(Stmt::Fences(fences)), Some(1048)) => {
             // `stale` is the fence found stale after the rollback (or the first).

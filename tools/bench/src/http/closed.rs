@@ -1,10 +1,12 @@
 //! Closed loop: `--connections` workers, each sending its next credit when the last
 //! one is answered; fresh references, then references already in the ledger.
+//! [`worker`] is the loop itself, which `bench scale` runs too.
 
 use super::{
-    credit_body, open_wallets, usage_header, Args, Ctx, Tally, Usage, REQUESTS_PER_SEC_BOUND,
+    credit_body, open_wallets, usage_header, Api, Args, Ctx, Tally, Usage, REQUESTS_PER_SEC_BOUND,
 };
 use futures::StreamExt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// References credited once per wallet before the duplicate run, then re-sent.
@@ -113,26 +115,17 @@ async fn closed(ctx: &Ctx, args: &Args, kind: Kind) -> anyhow::Result<Row> {
     let most = args.secs * REQUESTS_PER_SEC_BOUND;
     let mut workers = Vec::new();
     for c in 0..args.connections {
-        let api = ctx.api.clone();
         let w = c % urls.len();
         let url = urls[w].clone();
-        workers.push(tokio::spawn(async move {
-            let mut tally = Tally::new();
-            for n in 0..most {
-                if Instant::now() >= deadline {
-                    break;
+        workers.push(worker(ctx.api.clone(), deadline, most, move |n| Request {
+            url: url.clone(),
+            body: match kind {
+                Kind::Fresh => credit_body(&format!("cf-{c}-{n}")),
+                Kind::Duplicate => {
+                    credit_body(&format!("d-w{w}-{}", n % DUPLICATE_REFS_PER_WALLET))
                 }
-                let body = match kind {
-                    Kind::Fresh => credit_body(&format!("cf-{c}-{n}")),
-                    Kind::Duplicate => {
-                        credit_body(&format!("d-w{w}-{}", n % DUPLICATE_REFS_PER_WALLET))
-                    }
-                };
-                let t = Instant::now();
-                let answer = api.post(&url, body).await;
-                tally.record(t.elapsed(), answer.as_ref());
-            }
-            tally
+            },
+            idempotency_key: None,
         }));
     }
     let mut tally = Tally::new();
@@ -145,5 +138,38 @@ async fn closed(ctx: &Ctx, args: &Args, kind: Kind) -> anyhow::Result<Row> {
         tally,
         elapsed_s,
         usage,
+    })
+}
+
+/// What a closed-loop worker sends as one request.
+pub(crate) struct Request {
+    pub(crate) url: String,
+    pub(crate) body: String,
+    pub(crate) idempotency_key: Option<String>,
+}
+
+/// One closed-loop worker: request `next(n)` for n = 0, 1, … each sent when the last
+/// one is answered, until `deadline` or `most` requests; their latencies and outcomes.
+pub(crate) fn worker(
+    api: Arc<Api>,
+    deadline: Instant,
+    most: u64,
+    next: impl Fn(u64) -> Request + Send + 'static,
+) -> tokio::task::JoinHandle<Tally> {
+    tokio::spawn(async move {
+        let mut tally = Tally::new();
+        for n in 0..most {
+            if Instant::now() >= deadline {
+                break;
+            }
+            let r = next(n);
+            let t = Instant::now();
+            let answer = match &r.idempotency_key {
+                Some(key) => api.post_keyed(&r.url, r.body, key).await,
+                None => api.post(&r.url, r.body).await,
+            };
+            tally.record(t.elapsed(), answer.as_ref());
+        }
+        tally
     })
 }

@@ -5,6 +5,7 @@
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long `serve` may take to migrate the empty database and answer `/health`.
@@ -12,22 +13,39 @@ const READY_MAX: Duration = Duration::from_secs(120);
 /// The line `serve` prints on stdout once it listens.
 const LISTENING: &str = "factledger listening on http://";
 
-pub(super) struct Spawn<'a> {
-    pub(super) bin: &'a Path,
-    pub(super) database_url: &'a str,
-    pub(super) connections_max: usize,
-    pub(super) args: &'a [String],
-    pub(super) env: &'a [(String, String)],
+/// Where `serve` writes a minted admin key (in its directory, or per partition in
+/// `partitions/<CODE>/`).
+pub(crate) use factledger::infra::auth::ADMIN_KEY_FILE;
+/// Working directories made so far by this process (keeps same-millisecond names apart).
+static DIRS: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) struct Spawn<'a> {
+    pub(crate) bin: &'a Path,
+    /// Global flags before `serve`: `--database-url URL`, or `--partitions SPEC` (and
+    /// `--partition CODE`, `--integrity-keys FILE`…).
+    pub(crate) global: &'a [String],
+    /// The admin key files `serve` mints at its first start, relative to its working
+    /// directory, read in this order ([`ADMIN_KEY_FILE`], or
+    /// `partitions/<CODE>/factledger-admin.key` per partition). Empty: none awaited
+    /// (the database already holds a key).
+    pub(crate) key_files: &'a [PathBuf],
+    pub(crate) connections_max: usize,
+    pub(crate) args: &'a [String],
+    pub(crate) env: &'a [(String, String)],
 }
 
 /// A running `serve`; killed on drop.
-pub(super) struct Server {
+pub(crate) struct Server {
     child: Option<tokio::process::Child>,
-    pub(super) pid: u32,
-    pub(super) dir: PathBuf,
-    pub(super) log: PathBuf,
-    pub(super) base: String,
-    pub(super) key: String,
+    pub(crate) pid: u32,
+    pub(crate) dir: PathBuf,
+    pub(crate) log: PathBuf,
+    pub(crate) base: String,
+    /// The first admin key (empty when none was awaited).
+    pub(crate) key: String,
+    /// Every admin key read, in the order of `Spawn::key_files`.
+    pub(crate) keys: Vec<String>,
+    key_files: Vec<PathBuf>,
 }
 
 impl Drop for Server {
@@ -39,7 +57,7 @@ impl Drop for Server {
 }
 
 impl Server {
-    pub(super) async fn start(s: &Spawn<'_>) -> anyhow::Result<Server> {
+    pub(crate) async fn start(s: &Spawn<'_>) -> anyhow::Result<Server> {
         // Relative to this directory, not the child's.
         let bin = std::fs::canonicalize(s.bin).with_context(|| {
             format!(
@@ -47,13 +65,13 @@ impl Server {
                 s.bin.display()
             )
         })?;
-        fresh_database(s.database_url).await?;
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
             .as_millis();
         let dir = std::env::temp_dir().join(format!(
-            "factledger-bench-http-{}-{stamp}",
-            std::process::id()
+            "factledger-bench-serve-{}-{stamp}-{}",
+            std::process::id(),
+            DIRS.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         let log = dir.join("serve.log");
@@ -63,7 +81,8 @@ impl Server {
             .current_dir(&dir)
             .env_remove("DATABASE_URL")
             .env("RUST_LOG", "info")
-            .args(["--database-url", s.database_url, "serve"])
+            .args(s.global)
+            .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             .args(["--connections-max", &s.connections_max.to_string()])
             // One key sends everything: the per-key limit would be the bottleneck.
@@ -86,12 +105,14 @@ impl Server {
             log,
             base: String::new(),
             key: String::new(),
+            keys: Vec::new(),
+            key_files: s.key_files.to_vec(),
         };
         server.wait_ready().await?;
         Ok(server)
     }
 
-    /// Wait for the listening line, the admin key file and a 200 from `/health`.
+    /// Wait for the listening line, the admin key files and a 200 from `/health`.
     async fn wait_ready(&mut self) -> anyhow::Result<()> {
         let deadline = Instant::now() + READY_MAX;
         let client = reqwest::Client::builder()
@@ -118,17 +139,19 @@ impl Server {
                     self.base = format!("http://{}", addr.trim());
                 }
             }
-            if !self.base.is_empty() && self.key.is_empty() {
-                let file = self.dir.join("factledger-admin.key");
-                self.key = std::fs::read_to_string(&file)
-                    .with_context(|| {
+            // It listens only once every partition has started (and minted its key).
+            if !self.base.is_empty() && self.keys.len() < self.key_files.len() {
+                for name in &self.key_files {
+                    let file = self.dir.join(name);
+                    let key = std::fs::read_to_string(&file).with_context(|| {
                         format!(
                             "{}: serve minted no admin key (not an empty database?)",
                             file.display()
                         )
-                    })?
-                    .trim()
-                    .to_owned();
+                    })?;
+                    self.keys.push(key.trim().to_owned());
+                }
+                self.key = self.keys.first().cloned().unwrap_or_default();
             }
             if !self.base.is_empty() {
                 let health = client.get(format!("{}/health", self.base)).send().await;
@@ -148,7 +171,7 @@ impl Server {
     }
 
     /// Kill `serve` and wait (bounded) for it to exit.
-    pub(super) async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.start_kill();
             let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
@@ -158,7 +181,7 @@ impl Server {
 
 /// Drop and re-create the database named in a mysql:// URL, or delete the files of an
 /// absolute sqlite:// one.
-async fn fresh_database(url: &str) -> anyhow::Result<()> {
+pub(crate) async fn fresh_database(url: &str) -> anyhow::Result<()> {
     if url.starts_with("mysql://") {
         let (server, db) = url
             .rsplit_once('/')

@@ -3,34 +3,36 @@
 //! server's statements, commits and fsyncs (`SHOW GLOBAL STATUS`: server-wide, so
 //! another workload on the same server shows up too; the idle line measures it).
 
-use super::Ctx;
+use super::{Api, Ctx};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-/// The processes whose CPU time is sampled: this bench, `serve`, the database server.
-pub(super) struct Procs {
-    serve: u32,
-    pub(super) db: Option<u32>,
+/// The processes whose CPU time is sampled: this bench, `serve` (one or several), the
+/// database server (none, one or several `mariadbd`).
+pub(crate) struct Procs {
+    serve: Vec<u32>,
+    pub(crate) db: Vec<u32>,
     ticks_per_s: f64,
 }
 
-/// CPU time so far (clock ticks) of each process, and when it was read.
+/// CPU time so far (clock ticks) of each group of processes, and when it was read.
 #[derive(Clone, Copy)]
-pub(super) struct CpuSnap {
+pub(crate) struct CpuSnap {
     at: Instant,
     bench: u64,
     serve: u64,
     db: u64,
 }
 
-/// Cores used between two snapshots: CPU seconds / wall seconds of each process.
-pub(super) struct Cores {
-    bench: f64,
-    serve: f64,
-    db: f64,
+/// Cores used between two snapshots: CPU seconds / wall seconds of each group.
+pub(crate) struct Cores {
+    pub(crate) bench: f64,
+    pub(crate) serve: f64,
+    pub(crate) db: f64,
 }
 
 impl Procs {
+    /// `serve` and the first `mariadbd`/`mysqld` process found on this machine.
     pub(super) fn find(serve: u32) -> Self {
         let db = std::fs::read_dir("/proc").ok().and_then(|dir| {
             dir.flatten().find_map(|e| {
@@ -39,16 +41,15 @@ impl Procs {
                 matches!(comm.trim(), "mariadbd" | "mysqld").then_some(pid)
             })
         });
-        let ticks_per_s = std::process::Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
-            .unwrap_or(100.0);
+        Self::new(vec![serve], db.into_iter().collect())
+    }
+
+    /// These `serve` processes and these database server processes.
+    pub(crate) fn new(serve: Vec<u32>, db: Vec<u32>) -> Self {
         Self {
             serve,
             db,
-            ticks_per_s,
+            ticks_per_s: ticks_per_s(),
         }
     }
 
@@ -66,16 +67,20 @@ impl Procs {
         field(14).unwrap_or(0) + field(15).unwrap_or(0)
     }
 
-    fn snap(&self) -> CpuSnap {
+    fn sum(pids: &[u32]) -> u64 {
+        pids.iter().map(|p| Self::ticks(&p.to_string())).sum()
+    }
+
+    pub(crate) fn snap(&self) -> CpuSnap {
         CpuSnap {
             at: Instant::now(),
             bench: Self::ticks("self"),
-            serve: Self::ticks(&self.serve.to_string()),
-            db: self.db.map_or(0, |p| Self::ticks(&p.to_string())),
+            serve: Self::sum(&self.serve),
+            db: Self::sum(&self.db),
         }
     }
 
-    fn since(&self, before: CpuSnap) -> Cores {
+    pub(crate) fn since(&self, before: CpuSnap) -> Cores {
         let now = self.snap();
         let wall = now.at.duration_since(before.at).as_secs_f64().max(1e-9) * self.ticks_per_s;
         Cores {
@@ -84,6 +89,16 @@ impl Procs {
             db: now.db.saturating_sub(before.db) as f64 / wall,
         }
     }
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`, else 100).
+pub(crate) fn ticks_per_s() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
+        .unwrap_or(100.0)
 }
 
 impl std::fmt::Display for Cores {
@@ -165,10 +180,39 @@ impl Ctx {
         out
     }
 
+    pub(super) async fn mark(&self) -> Mark {
+        Mark {
+            cpu: self.procs.snap(),
+            log: self.log_len(),
+            sent: self.api.sent.load(Ordering::Relaxed),
+            db: self.db_counters().await,
+            bus: self.api.bus_batches().await,
+        }
+    }
+
+    /// What the run since `m` used; waits for the catch-up (bounded) first.
+    pub(super) async fn finish(&self, m: &Mark) -> anyhow::Result<Usage> {
+        let cores = self.procs.since(m.cpu);
+        let db = self.db_counters().await;
+        let bus = self.api.bus_batches().await;
+        let requests = self.api.sent.load(Ordering::Relaxed) - m.sent;
+        let settle_s = self.settle().await?;
+        Ok(Usage {
+            cores,
+            requests,
+            log_bytes: self.log_len().saturating_sub(m.log),
+            db: [0, 1, 2].map(|i| db[i].saturating_sub(m.db[i])),
+            bus_batch: (bus.0 - m.bus.0) / (bus.1 - m.bus.1).max(1.0),
+            settle_s,
+        })
+    }
+}
+
+impl Api {
     /// Sum and count of the wallet bus's `factledger_bus_batch_commands` (0 when
     /// `/metrics` does not have it).
-    async fn bus_batches(&self) -> (f64, f64) {
-        let text = match self.api.get(&self.api.url("/metrics")).send().await {
+    pub(crate) async fn bus_batches(&self) -> (f64, f64) {
+        let text = match self.get(&self.url("/metrics")).send().await {
             Ok(r) => r.text().await.unwrap_or_default(),
             Err(_) => String::new(),
         };
@@ -182,32 +226,5 @@ impl Ctx {
             value("factledger_bus_batch_commands_sum"),
             value("factledger_bus_batch_commands_count"),
         )
-    }
-
-    pub(super) async fn mark(&self) -> Mark {
-        Mark {
-            cpu: self.procs.snap(),
-            log: self.log_len(),
-            sent: self.api.sent.load(Ordering::Relaxed),
-            db: self.db_counters().await,
-            bus: self.bus_batches().await,
-        }
-    }
-
-    /// What the run since `m` used; waits for the catch-up (bounded) first.
-    pub(super) async fn finish(&self, m: &Mark) -> anyhow::Result<Usage> {
-        let cores = self.procs.since(m.cpu);
-        let db = self.db_counters().await;
-        let bus = self.bus_batches().await;
-        let requests = self.api.sent.load(Ordering::Relaxed) - m.sent;
-        let settle_s = self.settle().await?;
-        Ok(Usage {
-            cores,
-            requests,
-            log_bytes: self.log_len().saturating_sub(m.log),
-            db: [0, 1, 2].map(|i| db[i].saturating_sub(m.db[i])),
-            bus_batch: (bus.0 - m.bus.0) / (bus.1 - m.bus.1).max(1.0),
-            settle_s,
-        })
     }
 }
