@@ -207,7 +207,8 @@ restart_server() {
     echo "restarting mariadbd (pid $pid): clean shutdown, then start with: ${args[*]}"
     mariadb-admin -h"$MYSQL_HOST" -P"$MYSQL_PORT" -uroot shutdown
     wait_until "stop" "$SHUTDOWN_TIMEOUT_S" server_down "$pid"
-    start-stop-daemon --start --background --exec "$MARIADBD" -- "${args[@]:1}"
+    # --pidfile: other mariadbd processes (tools/cluster.sh's) must not count as this one.
+    start-stop-daemon --start --background --pidfile "$MYSQL_PID_FILE" --exec "$MARIADBD" -- "${args[@]:1}"
   fi
   wait_until "answer after the restart" "$START_TIMEOUT_S" server_answers
 }

@@ -162,7 +162,8 @@ start_mariadb() {
   install -d -o mysql -g mysql -m 0755 /run/mysqld
   install -d -o mysql -g adm -m 2750 /var/log/mysql
   echo "starting mariadbd (no systemd)"
-  start-stop-daemon --start --oknodo --background \
+  # --pidfile: the mariadbd processes of tools/cluster.sh must not count as this one.
+  start-stop-daemon --start --oknodo --background --pidfile /run/mysqld/mysqld.pid \
     --exec /usr/sbin/mariadbd -- --user=mysql --log-error="$MYSQL_LOG"
   local waited_s=0
   until server_answers; do
