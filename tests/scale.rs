@@ -146,8 +146,32 @@ fn cli(url: &str, args: &[&str], dir: &std::path::Path) {
     );
 }
 
-async fn count(url: &str, sql: &str) -> i64 {
+/// Galera applies another node's write sets asynchronously: a session that must see
+/// every commit made anywhere before its statements waits for them first
+/// (`wsrep_sync_wait`: reads, UPDATE/DELETE, INSERT/REPLACE). A plain replica
+/// accepts the setting and ignores it.
+const CAUSAL: &str = "SET SESSION wsrep_sync_wait = 7";
+
+async fn causal(url: &str) -> sqlx::MySqlConnection {
     let mut conn = sqlx::MySqlConnection::connect(url).await.expect("connect");
+    sqlx::Executor::execute(&mut conn, CAUSAL)
+        .await
+        .expect("wsrep_sync_wait");
+    conn
+}
+
+async fn causal_pool(url: &str) -> sqlx::MySqlPool {
+    sqlx::mysql::MySqlPoolOptions::new()
+        .after_connect(|conn, _| {
+            Box::pin(async move { sqlx::Executor::execute(conn, CAUSAL).await.map(|_| ()) })
+        })
+        .connect(url)
+        .await
+        .expect("pool")
+}
+
+async fn count(url: &str, sql: &str) -> i64 {
+    let mut conn = causal(url).await;
     sqlx::query_scalar::<_, i64>(sql)
         .fetch_one(&mut conn)
         .await
@@ -160,7 +184,7 @@ async fn assert_same_dense_log(db: &ClusterDb) -> i64 {
     let mut seen: Option<(i64, i64, i64, String)> = None;
     for i in 0..3 {
         let url = db.node(i);
-        let mut conn = sqlx::MySqlConnection::connect(&url).await.expect("connect");
+        let mut conn = causal(&url).await;
         let (n, lo, hi): (i64, i64, i64) = sqlx::query_as(
             "SELECT COUNT(*), COALESCE(MIN(global_position), 0), COALESCE(MAX(global_position), 0) FROM events",
         )
@@ -294,7 +318,7 @@ async fn galera_multi_primary_appends_retry_certification_failures_and_stay_dens
         "{failures:?}"
     );
     load::assert_every_command_acknowledged(&load, &runs);
-    let pool = sqlx::MySqlPool::connect(&db.node(1)).await.expect("pool");
+    let pool = causal_pool(&db.node(1)).await;
     load::assert_one_event_per_command(&pool, &load, &runs).await;
     load::assert_replays_match(&targets, &runs).await;
     load::assert_one_event_per_command(&pool, &load, &runs).await;
@@ -374,7 +398,7 @@ async fn galera_keeps_the_append_only_triggers_and_runs_each_job_once_across_nod
             "node {}",
             i + 1
         );
-        let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
+        let mut conn = causal(&url).await;
         for change in ["UPDATE events SET actor = 'x'", "DELETE FROM events"] {
             let e = sqlx::Executor::execute(&mut conn, change)
                 .await
@@ -496,7 +520,7 @@ async fn a_node_killed_under_load_loses_and_doubles_nothing() {
     );
     load::assert_every_command_acknowledged(&load, &runs);
     load::assert_replays_match(&targets, &runs).await;
-    let pool = sqlx::MySqlPool::connect(&db.node(2)).await.expect("pool");
+    let pool = causal_pool(&db.node(2)).await;
     load::assert_one_event_per_command(&pool, &load, &runs).await;
     pool.close().await;
     let head = runs.iter().flat_map(|r| r.positions.clone()).max().unwrap();
