@@ -46,6 +46,12 @@ impl Layout {
                 selected: Some(0),
             });
         };
+        if database_url != factledger::server::DATABASE_URL_DEFAULT {
+            anyhow::bail!(
+                "--partitions names every partition's database: drop --database-url \
+                 (DATABASE_URL), or put it in the list as CODE=URL"
+            );
+        }
         let partitions: Vec<Global> = parse_partitions(&spec)?
             .into_iter()
             .map(|p| Global {

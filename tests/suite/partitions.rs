@@ -411,6 +411,10 @@ both_backends!(
                 String::from_utf8_lossy(&reconciled.stderr)
             );
         }
+        let both = cli(&["--database-url", "sqlite://other.db", "keys", "list"]);
+        assert!(!both.status.success());
+        let said = String::from_utf8_lossy(&both.stderr);
+        assert!(said.contains("drop --database-url"), "{said}");
         let unknown = cli(&["--partition", "VN", "keys", "list"]);
         assert!(!unknown.status.success());
         let said = String::from_utf8_lossy(&unknown.stderr);

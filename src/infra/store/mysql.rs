@@ -189,15 +189,13 @@ impl MysqlStore {
         .fetch_all(&pool)
         .await
         .ok();
-        if replica {
-            if super::migrations_pending(&MIGRATOR, applied) {
-                anyhow::bail!(
-                    "the read replica has not (yet) replicated every migration of this \
-                     version: wait for it to catch up, or check its replication"
-                );
-            }
-        } else if super::migrations_pending(&MIGRATOR, applied) {
-            MIGRATOR.run(&pool).await?;
+        match (super::migrations_pending(&MIGRATOR, applied), replica) {
+            (false, _) => {}
+            (true, false) => MIGRATOR.run(&pool).await?,
+            (true, true) => anyhow::bail!(
+                "the read replica has not (yet) replicated every migration of this version: \
+                 wait for it to catch up, or check its replication"
+            ),
         }
         let monitor = failover.map(|f| FailoverTask(f.monitor(pool.clone())));
         // MariaDB has @@wsrep_on (OFF without Galera); MySQL has no such variable.

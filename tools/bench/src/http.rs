@@ -130,15 +130,7 @@ pub async fn bench(args: Args) -> anyhow::Result<()> {
         !args.rates.is_empty() && args.rates.iter().all(|r| *r > 0),
         "--rates: positive requests/s"
     );
-    let env = args
-        .serve_env
-        .iter()
-        .map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .ok_or_else(|| anyhow::anyhow!("--serve-env {kv:?}: KEY=VALUE"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let env = serve_env(&args.serve_env)?;
     let connections = args
         .max_in_flight
         .max(args.connections)
@@ -435,6 +427,18 @@ fn problem_code(body: &[u8]) -> Option<String> {
 }
 
 /// A `CreditPending` of 100 minor units under ledger reference `ref_id`.
+/// `--serve-env KEY=VALUE` flags as pairs for `serve`'s environment.
+pub(crate) fn serve_env(flags: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    flags
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| anyhow::anyhow!("--serve-env {kv:?}: KEY=VALUE"))
+        })
+        .collect()
+}
+
 pub(crate) fn credit_body(ref_id: &str) -> String {
     format!(
         r#"{{"type":"CreditPending","ref_type":"order","ref_id":"{ref_id}","amount_minor":100}}"#

@@ -198,15 +198,7 @@ pub async fn bench(args: Args) -> anyhow::Result<()> {
         args.standalone.len()
     );
     anyhow::ensure!(!args.galera.is_empty(), "--galera: at least one node");
-    let env = args
-        .serve_env
-        .iter()
-        .map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .ok_or_else(|| anyhow::anyhow!("--serve-env {kv:?}: KEY=VALUE"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let env = crate::http::serve_env(&args.serve_env)?;
     let mut chosen = Vec::new();
     for t in &args.topologies {
         let t = t.trim();
