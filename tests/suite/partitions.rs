@@ -252,6 +252,33 @@ both_backends!(
         assert_eq!(resp.status().as_u16(), 400);
         let v: Value = resp.json().await.unwrap();
         assert_eq!(v["code"], "PARTITION_CONFLICT", "{v}");
+        // Console pages link to /console/… without a prefix: opened under one, the
+        // page remembers its partition in a cookie the dispatcher reads.
+        let under_prefix = p
+            .client
+            .get(format!("{}/partitions/TH/console/sign-in", p.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(under_prefix.status().as_u16(), 200);
+        let remembered = under_prefix
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|c| c.starts_with("fl_partition=TH;") && c.contains("Path=/console"));
+        assert!(remembered, "{:?}", under_prefix.headers());
+        for (cookie, status) in [(Some("fl_partition=TH"), 200), (None, 400)] {
+            let mut req = p.client.get(format!("{}/console/sign-in", p.base));
+            if let Some(c) = cookie {
+                req = req.header("cookie", c);
+            }
+            assert_eq!(
+                req.send().await.unwrap().status().as_u16(),
+                status,
+                "{cookie:?}"
+            );
+        }
         // /health without a partition answers for every partition.
         let v: Value = p
             .client
