@@ -61,13 +61,18 @@ fn replica_primary_url() -> String {
 fn cluster(args: &[&str]) {
     let script = std::env::var("FACTLEDGER_CLUSTER_SCRIPT")
         .unwrap_or_else(|_| format!("{}/tools/cluster.sh", env!("CARGO_MANIFEST_DIR")));
-    let out = std::process::Command::new(&script)
-        .args(args)
-        .output()
-        .expect("run tools/cluster.sh");
+    succeeded(
+        &format!("tools/cluster.sh {args:?}"),
+        std::process::Command::new(&script).args(args),
+    );
+}
+
+/// Run `cmd` to completion; it must succeed (else its output is the failure).
+fn succeeded(what: &str, cmd: &mut std::process::Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {what}: {e}"));
     assert!(
         out.status.success(),
-        "tools/cluster.sh {args:?}: {}\n{}",
+        "{what}: {}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -130,19 +135,14 @@ impl ClusterDb {
 
 /// `factledger --database-url url args…` in `dir`, which must succeed.
 fn cli(url: &str, args: &[&str], dir: &std::path::Path) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_factledger"))
-        .current_dir(dir)
-        .env("RUST_LOG", "warn")
-        .arg("--database-url")
-        .arg(url)
-        .args(args)
-        .output()
-        .expect("run factledger");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        &format!("factledger {args:?}"),
+        std::process::Command::new(env!("CARGO_BIN_EXE_factledger"))
+            .current_dir(dir)
+            .env("RUST_LOG", "warn")
+            .arg("--database-url")
+            .arg(url)
+            .args(args),
     );
 }
 

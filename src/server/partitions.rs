@@ -103,10 +103,12 @@ pub fn dispatcher(partitions: Vec<(String, AppState)>) -> Router {
     })
 }
 
-/// Where a request goes: the partition's code and whether the path named it.
+/// Where a request goes: the partition's code and router, and whether the path
+/// named it.
 enum Route {
     To {
         code: String,
+        router: Router,
         prefixed: bool,
     },
     Refused(Problem),
@@ -183,17 +185,21 @@ fn route(p: &Partitions, req: &mut Request) -> Route {
             )
         }
     };
-    if !p.routers.contains_key(&code) {
-        return Route::Refused(
+    match p.routers.get(&code) {
+        Some(router) => Route::To {
+            router: router.clone(),
+            code,
+            prefixed,
+        },
+        None => Route::Refused(
             Problem::new(
                 StatusCode::NOT_FOUND,
                 "UNKNOWN_PARTITION",
                 format!("partition {code} is not served here (served: {})", codes(p)),
             )
             .field(PARTITION_FIELD),
-        );
+        ),
     }
-    Route::To { code, prefixed }
 }
 
 fn unknown(e: impl std::fmt::Display, field: &str) -> Problem {
@@ -219,11 +225,12 @@ async fn dispatch(State(p): State<Partitions>, mut req: Request) -> Response {
     match route(&p, &mut req) {
         Route::Refused(problem) => problem.into_response(),
         Route::AllHealth => all_health(&p).await,
-        Route::To { code, prefixed } => {
+        Route::To {
+            code,
+            router,
+            prefixed,
+        } => {
             let console = req.uri().path().starts_with("/console");
-            let Some(router) = p.routers.get(&code).cloned() else {
-                return StatusCode::NOT_FOUND.into_response();
-            };
             let mut response = match router.oneshot(req).await {
                 Ok(r) => r,
                 Err(never) => match never {},

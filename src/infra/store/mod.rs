@@ -676,9 +676,7 @@ pub fn is_connection_failure(e: &sqlx::Error) -> bool {
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => true,
         // A Galera node outside the primary component (1047) is as good as down.
-        sqlx::Error::Database(d) => d
-            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-            .is_some_and(|m| m.number() == mysql::ER_UNKNOWN_COM_ERROR),
+        sqlx::Error::Database(_) => mysql::db_number(e) == Some(mysql::ER_UNKNOWN_COM_ERROR),
         _ => false,
     }
 }

@@ -46,7 +46,7 @@ mod append;
 pub mod failover;
 mod run;
 
-pub(crate) use run::ER_UNKNOWN_COM_ERROR;
+pub(crate) use run::{db_number, ER_UNKNOWN_COM_ERROR};
 use run::{map_failure, rollback, run_append, stale_fence};
 
 /// Connections in the pool: the writer, readers and background workers.

@@ -259,14 +259,6 @@ pub(crate) async fn reflected(
     version: i32,
     min_position: Option<i64>,
 ) -> Result<i64, Problem> {
-    let wanted = min_position.unwrap_or(0);
-    if wanted < 0 {
-        return Err(Problem::invalid(
-            "INVALID_FIELD",
-            "min_position",
-            "must not be negative",
-        ));
-    }
     reflected_on(&state.db, name, version, min_position).await
 }
 
@@ -279,6 +271,13 @@ pub(crate) async fn reflected_on(
     min_position: Option<i64>,
 ) -> Result<i64, Problem> {
     let wanted = min_position.unwrap_or(0);
+    if wanted < 0 {
+        return Err(Problem::invalid(
+            "INVALID_FIELD",
+            "min_position",
+            "must not be negative",
+        ));
+    }
     let position = crate::runtime::projector::wait_for_checkpoint(db, name, version, wanted)
         .await
         .map_err(|e| Problem::internal(e.to_string()))?;

@@ -10,7 +10,8 @@ use sqlx::Either;
 /// position): right after BEGIN.
 const RESERVE_STATEMENT: usize = 1;
 
-fn db_number(e: &sqlx::Error) -> Option<u16> {
+/// The MariaDB error number of a database error, if it is one.
+pub(crate) fn db_number(e: &sqlx::Error) -> Option<u16> {
     match e {
         sqlx::Error::Database(d) => d
             .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
@@ -46,26 +47,11 @@ pub(super) fn map_failure(
     if number.is_none() {
         return StoreError::OutcomeUnknown(e.to_string());
     }
-    let first_stream = || {
-        units
-            .iter()
-            .flat_map(|u| u.streams.iter())
-            .find(|s| !s.events.is_empty())
-    };
-    let conflict = |unit: usize, stream: usize| {
-        let s = units
-            .get(unit)
-            .and_then(|u| u.streams.get(stream))
-            .or_else(first_stream);
-        match s {
-            Some(s) => StoreError::Conflict {
-                aggregate_type: s.aggregate_type.clone(),
-                aggregate_id: s.aggregate_id.clone(),
-                expected_version: s.expected_version,
-            },
-            None => StoreError::Database(e.to_string()),
-        }
-    };
+    let conflict =
+        |unit: usize, stream: usize| match units.get(unit).and_then(|u| u.streams.get(stream)) {
+            Some(s) => stream_conflict(s),
+            None => first_conflict(units, &e.to_string()),
+        };
     match (kind, number) {
         // The server rolled the whole transaction back (InnoDB deadlock; on Galera a
         // certification failure at COMMIT is reported as 1213 too, and 1180 is a
@@ -132,12 +118,16 @@ pub(super) fn first_conflict(units: &[UnitOfWork], why: &str) -> StoreError {
         .flat_map(|u| u.streams.iter())
         .find(|s| !s.events.is_empty())
     {
-        Some(s) => StoreError::Conflict {
-            aggregate_type: s.aggregate_type.clone(),
-            aggregate_id: s.aggregate_id.clone(),
-            expected_version: s.expected_version,
-        },
+        Some(s) => stream_conflict(s),
         None => StoreError::Database(why.to_owned()),
+    }
+}
+
+fn stream_conflict(s: &crate::infra::store::StreamAppend) -> StoreError {
+    StoreError::Conflict {
+        aggregate_type: s.aggregate_type.clone(),
+        aggregate_id: s.aggregate_id.clone(),
+        expected_version: s.expected_version,
     }
 }
 
