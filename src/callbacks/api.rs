@@ -4,10 +4,11 @@
 //!
 //! `POST /v1/callbacks/{provider}` is the only write route without a bearer key:
 //! providers cannot hold our API keys, they prove themselves by an HMAC signature or
-//! a token in a header, checked in `crate::callbacks`. It shares the router's body
-//! limit (`BODY_BYTES_MAX`, 413 beyond). An unknown provider is refused before
-//! anything is stored (404): storing whatever anyone posts to an unauthenticated URL
-//! would let anybody fill the table, and there is no provider to audit it against.
+//! a token in a header, checked in `crate::callbacks` BEFORE anything is stored. It
+//! shares the router's body limit (`BODY_BYTES_MAX`, 413 beyond). An unknown provider
+//! (404) or an unverified delivery (401) stores nothing but a counter and, for the
+//! latter, a bounded sample (`callbacks::guard`): storing whatever anyone posts to an
+//! unauthenticated URL would let anybody fill the table.
 
 use crate::callbacks::inbox::{self, CallbackRow, CallbackSummary};
 use crate::callbacks::{self, CallbackError, Delivery, HandleStatus, Receipt, VerifyStatus};
@@ -30,6 +31,28 @@ impl From<CallbackError> for Problem {
                 e.to_string(),
             )
             .field("provider"),
+            CallbackError::RateLimited(_) => {
+                Problem::new(StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED", e.to_string())
+                    .retry_after(callbacks::guard::RETRY_AFTER_S)
+            }
+            CallbackError::Backlog { .. } => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "CALLBACK_BACKLOG_FULL",
+                e.to_string(),
+            )
+            .retry_after(callbacks::guard::RETRY_AFTER_S),
+            // The database went away mid-delivery: the provider retries on a 503.
+            CallbackError::Database(db) if crate::infra::store::is_connection_failure(db) => {
+                Problem::database_unavailable()
+            }
+            CallbackError::Job(crate::infra::jobs::JobError::Database(db))
+                if crate::infra::store::is_connection_failure(db) =>
+            {
+                Problem::database_unavailable()
+            }
+            CallbackError::Job(crate::infra::jobs::JobError::Store(
+                crate::infra::store::StoreError::Unavailable(_),
+            )) => Problem::database_unavailable(),
             _ => {
                 tracing::error!(error = %e, "callback inbox failed");
                 Problem::internal(e.to_string())
@@ -58,19 +81,22 @@ fn receipt(status: StatusCode, r: CallbackReceipt) -> Response {
 }
 
 /// Receive a provider's callback. No bearer key: the provider's signature or token
-/// (its header, per provider) authenticates it. The raw callback is stored first in
-/// every case, then verified, normalised, deduplicated by the provider event id and
-/// handled; a failed handling is retried from the stored normalised payload.
+/// (its header, per provider) authenticates it, before anything is stored. A verified
+/// callback is stored raw, normalised, deduplicated by the provider event id and
+/// handled; a failed handling is retried from the stored normalised payload, and a
+/// redelivery of an event whose handling never finished handles it again.
 #[utoipa::path(post, path = "/v1/callbacks/{provider}",
     params(("provider" = String, Path, description = "A configured callback provider")),
     request_body(content = String, description = "The provider's body, exactly as it signs it"),
     responses(
         (status = 200, body = CallbackReceipt, description = "Handled, or a duplicate of a delivery already stored"),
         (status = 202, body = CallbackReceipt, description = "Stored and verified, handling failed: a replay will retry it"),
-        (status = 401, body = ProblemBody, description = "Signature or token wrong or missing (the field names the header); stored, never handled"),
+        (status = 401, body = ProblemBody, description = "Signature or token wrong or missing (the field names the header); not stored, never handled"),
         (status = 404, body = ProblemBody, description = "No such provider; nothing stored"),
         (status = 413, body = ProblemBody, description = "BODY_TOO_LARGE: body over the limit"),
-        (status = 422, body = ProblemBody, description = "Verified but not normalisable; stored, never handled")))]
+        (status = 422, body = ProblemBody, description = "Verified but not normalisable; stored, never handled"),
+        (status = 429, body = ProblemBody, description = "RATE_LIMITED: the provider's rate is exceeded; retry after Retry-After"),
+        (status = 503, body = ProblemBody, description = "CALLBACK_BACKLOG_FULL (the provider's unhandled callbacks are at the cap) or DATABASE_UNAVAILABLE; retry after Retry-After")))]
 pub async fn receive(
     State(state): State<AppState>,
     Path(provider): Path<String>,
@@ -114,10 +140,10 @@ pub async fn receive(
                 replay_job,
             },
         ),
-        Receipt::Unverified { id, error } => Problem::new(
+        Receipt::Unverified { error, .. } => Problem::new(
             StatusCode::UNAUTHORIZED,
             "CALLBACK_UNVERIFIED",
-            format!("{error} (stored as callback {id}; it will not be handled)"),
+            format!("{error} (not stored, not handled)"),
         )
         .field(error.header())
         .into_response(),

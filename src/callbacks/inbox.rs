@@ -123,6 +123,91 @@ pub async fn insert_raw(
     })
 }
 
+/// A refused delivery's forensic sample (`guard`): stored already refused —
+/// verify failed, never handled — with its body cut short by the caller. Its id.
+pub async fn insert_refused_sample(
+    db: &Db,
+    provider: &str,
+    headers_json: &str,
+    body_sample: &[u8],
+    error: &str,
+) -> Result<i64, CallbackError> {
+    let sql = "INSERT INTO callback_inbox (provider, received_at_ms, headers, raw_body, \
+               verify_status, verify_error, handle_status, handle_error, handle_attempts, \
+               updated_at_ms) VALUES (?, ?, ?, ?, 2, ?, 3, ?, 0, ?)";
+    let now = now_ms();
+    let error = truncate_error(error);
+    let skipped = "not handled: the callback was not verified";
+    Ok(match db {
+        Db::Mysql(p) => sqlx::query(sql)
+            .bind(provider)
+            .bind(now)
+            .bind(headers_json)
+            .bind(body_sample)
+            .bind(&error)
+            .bind(skipped)
+            .bind(now)
+            .execute(p)
+            .await?
+            .last_insert_id() as i64,
+        Db::Sqlite(p) => sqlx::query(sql)
+            .bind(provider)
+            .bind(now)
+            .bind(headers_json)
+            .bind(body_sample)
+            .bind(&error)
+            .bind(skipped)
+            .bind(now)
+            .execute(p)
+            .await?
+            .last_insert_rowid(),
+    })
+}
+
+/// Delete all but the newest `keep` refused samples of `provider`.
+pub async fn prune_refused_samples(
+    db: &Db,
+    provider: &str,
+    keep: i64,
+) -> Result<u64, CallbackError> {
+    // The id of the oldest sample kept; nothing to prune while there are fewer.
+    let oldest_kept = db
+        .fetch(
+            "SELECT id FROM callback_inbox WHERE provider = ? AND verify_status = 2 \
+             ORDER BY id DESC LIMIT 1 OFFSET ?",
+            &[Cell::text(provider), Cell::Int(keep - 1)],
+            ID_COLUMN,
+        )
+        .await?;
+    let Some(Cell::Int(oldest)) = oldest_kept.first().and_then(|r| r.get("id")).cloned() else {
+        return Ok(0);
+    };
+    Ok(db
+        .exec(
+            "DELETE FROM callback_inbox WHERE provider = ? AND verify_status = 2 AND id < ?",
+            &[Cell::text(provider), Cell::Int(oldest)],
+        )
+        .await?)
+}
+
+const ID_COLUMN: &[factledger_projections::table::Column] =
+    &[factledger_projections::table::Column {
+        name: "id",
+        ty: factledger_projections::table::ColType::Int,
+    }];
+
+/// Callbacks of `provider` stored and not handled yet (pending or failed), counted up
+/// to `cap` (the count stops there: it is only ever compared with the cap).
+pub async fn unprocessed(db: &Db, provider: &str, cap: i64) -> Result<i64, CallbackError> {
+    Ok(db
+        .fetch_i64(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM callback_inbox \
+             WHERE handle_status IN (0, 2) AND provider = ? LIMIT ?) t",
+            &[Cell::text(provider), Cell::Int(cap)],
+        )
+        .await?)
+}
+
 /// Step 2, refused: verification failed. The callback will never be handled.
 pub async fn record_unverified(db: &Db, id: i64, error: &str) -> Result<(), CallbackError> {
     let sql = "UPDATE callback_inbox SET verify_status = 2, verify_error = ?, \
@@ -287,6 +372,32 @@ pub async fn record_inline_outcome(
         .execute(p)
         .await?
         .rows_affected());
+    Ok(n == 1)
+}
+
+/// The outcome of handling an unfinished event again because its provider delivered
+/// it again (`takeover`): from pending or failed to handled or failed, one attempt
+/// more. False when the row was handled meanwhile (nothing written).
+pub async fn record_takeover_outcome(
+    db: &Db,
+    id: i64,
+    outcome: Result<(), &str>,
+) -> Result<bool, CallbackError> {
+    let (status, error, handled_at) = outcome_columns(outcome);
+    let n = db
+        .exec(
+            "UPDATE callback_inbox SET handle_status = ?, handle_attempts = handle_attempts + 1, \
+             handle_error = ?, handled_at_ms = ?, updated_at_ms = ? \
+             WHERE id = ? AND handle_status IN (0, 2)",
+            &[
+                Cell::Int(status as i64),
+                Cell::opt_text(error),
+                handled_at.map_or(Cell::Null, Cell::Int),
+                Cell::Int(now_ms()),
+                Cell::Int(id),
+            ],
+        )
+        .await?;
     Ok(n == 1)
 }
 

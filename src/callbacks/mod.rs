@@ -2,15 +2,21 @@
 //! providers (payment gateways, payout providers) tell us about events by calling
 //! `POST /v1/callbacks/{provider}`.
 //!
-//! A delivery goes through four steps, each its own statement, in this order:
-//! 1. **persist first** — the raw body and the headers that matter are stored before
-//!    anything is checked, so a forged or garbled callback is on record too (audit);
-//! 2. **verify** (HMAC-SHA256 over the raw body, or a provider token; constant time),
+//! A delivery goes through these steps, in this order:
+//! 1. **admit** — a token bucket per provider (`guard`): a flood is refused with 429
+//!    before any work;
+//! 2. **verify first** (HMAC-SHA256 over the raw body, or a provider token; constant
+//!    time). An unverified delivery stores nothing but a counter
+//!    (`factledger_callbacks_rejected_total{provider,reason}`) and, a few times a
+//!    minute, a bounded sample for forensics (`guard`): an unauthenticated URL can never
+//!    fill the table;
+//! 3. **persist** the verified raw body and the headers worth keeping — unless the
+//!    provider's backlog of unhandled callbacks is at its cap (503 and an alert) —
 //!    then **normalise** to `{event_id, event_type, data}` and **dedupe** by the
 //!    provider's event id (a unique key; only verified, normalised rows take it);
-//! 3. **handle** — outside any transaction (R-INV-6), with the provider's
+//! 4. **handle** — outside any transaction (R-INV-6), with the provider's
 //!    [`CallbackHandler`], from the normalised payload;
-//! 4. record the outcome. A failed handling submits a `callback_replay` job
+//! 5. record the outcome. A failed handling submits a `callback_replay` job
 //!    (`replay.rs`) that retries FROM THE STORED NORMALISED PAYLOAD.
 //!
 //! **R-CB-1:** only a callback that was verified, whose normalised payload was stored
@@ -19,14 +25,22 @@
 //! through a replay job submitted by hand. Replays never re-verify or re-normalise
 //! with today's code: the stored verdict and payload are what was accepted.
 //!
-//! Duplicates (R-PAY-4): every delivery is stored (a provider re-sending an event is
-//! worth seeing, and one re-sending it with a different body even more so); the
-//! first verified, normalised delivery of an event id owns it, later ones are marked
-//! `DUPLICATE` with `duplicate_of` and answered 200 without handling. Handlers must
-//! still be idempotent (R-INV-7): a replay may run after a handling whose outcome
-//! was lost.
+//! Duplicates (R-PAY-4): every verified delivery is stored (a provider re-sending an
+//! event is worth seeing, and one re-sending it with a different body even more so);
+//! the first verified, normalised delivery of an event id owns it, later ones are
+//! marked `DUPLICATE` with `duplicate_of`. A duplicate of an event whose handling has
+//! FINISHED is answered 200 without handling. A duplicate of one whose handling never
+//! finished (still pending: the process died mid-handling; or failed, waiting for its
+//! replay) **takes over**: the owner's stored payload is handled again now and the
+//! outcome recorded on the owner — the provider's retry is never dropped as a
+//! duplicate of work nobody completed. Handlers must be idempotent (R-INV-7): a
+//! takeover or replay may run beside, or after, a handling whose outcome was lost.
+//!
+//! Every provider registered here is replayable in every process that runs jobs: the
+//! composition root registers them all before it builds the replay handler.
 
 pub mod api;
+pub mod guard;
 pub mod inbox;
 pub mod normalize;
 pub mod replay;
@@ -43,6 +57,7 @@ pub fn routes() -> axum::Router<crate::runtime::http::AppState> {
         )
 }
 
+pub use guard::CallbackLimits;
 pub use normalize::{JsonPointers, NormalizeError, Normalized, Normalizer};
 pub use replay::{replay_failed, ReplayFailedOptions, ReplayFailedReport, CALLBACK_REPLAY};
 pub use verify::{Secret, Verifier, VerifyError};
@@ -299,15 +314,32 @@ impl CallbackProvider {
 
 /// The configured providers. Cheap to clone; empty by default (`serve` adds the payout
 /// provider's when one is configured; embedders and tests register theirs through
-/// `ServeOptions::callbacks`).
-#[derive(Clone, Default)]
+/// `ServeOptions::callbacks`). Clones share one [`guard::Guard`] (rate buckets).
+#[derive(Clone)]
 pub struct Registry {
     providers: Arc<BTreeMap<String, CallbackProvider>>,
+    guard: Arc<guard::Guard>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            providers: Arc::default(),
+            guard: guard::Guard::new(CallbackLimits::default()),
+        }
+    }
 }
 
 impl Registry {
     /// A registry of these providers (valid, unique names).
     pub fn new(providers: Vec<CallbackProvider>) -> Result<Registry, CallbackError> {
+        Registry::build(providers, CallbackLimits::default())
+    }
+
+    fn build(
+        providers: Vec<CallbackProvider>,
+        limits: CallbackLimits,
+    ) -> Result<Registry, CallbackError> {
         let mut map = BTreeMap::new();
         for p in providers {
             p.check()?;
@@ -318,16 +350,27 @@ impl Registry {
                 )));
             }
         }
+        if limits.rate_per_s == 0 || limits.burst == 0 || limits.backlog_max < 1 {
+            return Err(CallbackError::Config(format!(
+                "callback limits: rate, burst and backlog must be at least 1 (got {limits:?})"
+            )));
+        }
         Ok(Registry {
             providers: Arc::new(map),
+            guard: guard::Guard::new(limits),
         })
     }
 
-    /// These providers and `provider` (a new name).
+    /// These providers and `provider` (a new name), with the same limits.
     pub fn with(&self, provider: CallbackProvider) -> Result<Registry, CallbackError> {
         let mut all: Vec<CallbackProvider> = self.providers.values().cloned().collect();
         all.push(provider);
-        Registry::new(all)
+        Registry::build(all, self.guard.limits())
+    }
+
+    /// These providers under other limits.
+    pub fn with_limits(&self, limits: CallbackLimits) -> Result<Registry, CallbackError> {
+        Registry::build(self.providers.values().cloned().collect(), limits)
     }
 
     pub fn get(&self, name: &str) -> Option<&CallbackProvider> {
@@ -350,6 +393,13 @@ pub enum CallbackError {
     Internal(String),
     #[error("callback inbox database: {0}")]
     Database(#[from] sqlx::Error),
+    #[error("provider {0}: too many callbacks at once; retry later")]
+    RateLimited(String),
+    #[error(
+        "provider {provider}: {backlog} callbacks are stored and not handled yet (the cap); \
+         retry later"
+    )]
+    Backlog { provider: String, backlog: i64 },
     #[error(transparent)]
     Job(#[from] crate::infra::jobs::JobError),
 }
@@ -378,9 +428,10 @@ pub enum Receipt {
         id: i64,
         replay_job: Option<String>,
     },
-    /// Signature or token wrong or missing: stored, never handled.
+    /// Signature or token wrong or missing: never handled; only counted, and kept as
+    /// a bounded forensic sample (`sample`) a few times a minute.
     Unverified {
-        id: i64,
+        sample: Option<i64>,
         error: VerifyError,
     },
     /// Verified, but the body could not be normalised: stored, never handled.
@@ -390,9 +441,10 @@ pub enum Receipt {
     },
 }
 
-/// Receive one delivery: persist it raw, verify, normalise, dedupe, handle, record
-/// (the module's four steps). Database errors after step 1 leave the raw row behind
-/// with whatever the last step wrote; the provider, seeing a 5xx, delivers again.
+/// Receive one delivery: admit, verify, persist, normalise, dedupe, handle, record
+/// (the module's steps). Database errors after the row is stored leave it behind with
+/// whatever the last step wrote; the provider, seeing a 5xx, delivers again, and that
+/// delivery takes the unfinished handling over.
 #[tracing::instrument(skip_all, fields(provider = %delivery.provider, callback_id))]
 pub async fn receive(
     engine: &Engine,
@@ -403,9 +455,16 @@ pub async fn receive(
     let provider = registry
         .get(&delivery.provider)
         .ok_or_else(|| CallbackError::UnknownProvider(delivery.provider.clone()))?;
+    if !registry.guard.admit(&provider.name) {
+        metrics::counter!(
+            "factledger_callbacks_rejected_total",
+            "provider" => provider.name.clone(),
+            "reason" => "rate_limited",
+        )
+        .increment(1);
+        return Err(CallbackError::RateLimited(provider.name.clone()));
+    }
     let headers = provider.stored_headers(&delivery.headers);
-    let id = inbox::insert_raw(db, &provider.name, &headers, &delivery.body).await?;
-    tracing::Span::current().record("callback_id", id);
     let signature: Vec<&[u8]> = delivery
         .headers
         .iter()
@@ -416,10 +475,31 @@ pub async fn receive(
         .verifier
         .verify(&provider.name, &signature, &delivery.body)
     {
-        tracing::warn!(callback_id = id, %error, "callback refused: not verified");
-        inbox::record_unverified(db, id, &error.to_string()).await?;
-        return Ok(Receipt::Unverified { id, error });
+        tracing::warn!(%error, "callback refused: not verified");
+        let sample = registry
+            .guard
+            .refused(
+                db,
+                &provider.name,
+                error.reason(),
+                &headers,
+                &delivery.body,
+                &error.to_string(),
+            )
+            .await?;
+        return Ok(Receipt::Unverified { sample, error });
     }
+    let backlog_max = registry.guard.limits().backlog_max;
+    let backlog = inbox::unprocessed(db, &provider.name, backlog_max).await?;
+    if backlog >= backlog_max {
+        backlog_alert(engine, registry, &provider.name, backlog).await;
+        return Err(CallbackError::Backlog {
+            provider: provider.name.clone(),
+            backlog,
+        });
+    }
+    let id = inbox::insert_raw(db, &provider.name, &headers, &delivery.body).await?;
+    tracing::Span::current().record("callback_id", id);
     let normalized = match provider.normalizer.normalize(&delivery.body) {
         Ok(n) => n,
         Err(error) => {
@@ -429,17 +509,96 @@ pub async fn receive(
         }
     };
     match inbox::claim_event(db, id, &provider.name, &normalized).await? {
-        inbox::Claim::Duplicate { of } => {
-            tracing::info!(callback_id = id, duplicate_of = of, "duplicate callback");
-            return Ok(Receipt::Duplicate {
-                id,
-                duplicate_of: of,
-            });
+        inbox::Claim::Duplicate { of } => takeover(engine, provider, id, of).await,
+        inbox::Claim::Owner => {
+            let cb = NormalizedCallback::new(id, &provider.name, normalized);
+            handle_inline(engine, provider, &cb).await
         }
-        inbox::Claim::Owner => {}
     }
-    let cb = NormalizedCallback::new(id, &provider.name, normalized);
-    handle_inline(engine, provider, &cb).await
+}
+
+/// A duplicate delivery of event `owner`: answered as a duplicate when the owner's
+/// handling finished; otherwise the owner's stored payload is handled now (see the
+/// module docs) and the outcome recorded on the owner.
+async fn takeover(
+    engine: &Engine,
+    provider: &CallbackProvider,
+    id: i64,
+    owner: i64,
+) -> Result<Receipt, CallbackError> {
+    let db = engine.db();
+    let row = inbox::load(db, owner)
+        .await?
+        .ok_or_else(|| CallbackError::Internal(format!("callback {owner} vanished")))?;
+    let unfinished = matches!(
+        row.summary.handle_status,
+        HandleStatus::Pending | HandleStatus::Failed
+    );
+    let stored = row.normalized_payload.as_deref();
+    let Some(n) = stored
+        .filter(|_| unfinished)
+        .and_then(|p| serde_json::from_str::<Normalized>(p).ok())
+    else {
+        tracing::info!(callback_id = id, duplicate_of = owner, "duplicate callback");
+        return Ok(Receipt::Duplicate {
+            id,
+            duplicate_of: owner,
+        });
+    };
+    tracing::info!(
+        callback_id = id,
+        duplicate_of = owner,
+        owner_status = ?row.summary.handle_status,
+        "duplicate of an unfinished callback: handling it now"
+    );
+    let cb = NormalizedCallback::new(owner, &provider.name, n);
+    let outcome = provider.handler.handle(&cb, None).await;
+    inbox::record_takeover_outcome(
+        db,
+        owner,
+        outcome.as_ref().map(|_| ()).map_err(|f| f.message.as_str()),
+    )
+    .await?;
+    match outcome {
+        Ok(()) => Ok(Receipt::Handled { id: owner }),
+        Err(failure) => {
+            tracing::warn!(callback_id = owner, error = %failure.message, "callback handling failed again; a replay will retry it");
+            let replay_job = submit_replay(engine, owner, &provider.name).await;
+            Ok(Receipt::Failed {
+                id: owner,
+                replay_job,
+            })
+        }
+    }
+}
+
+/// Raise the `callback.backlog` alert (at most once a minute per provider).
+async fn backlog_alert(engine: &Engine, registry: &Registry, provider: &str, backlog: i64) {
+    if !registry.guard.backlog_alert_due(provider) {
+        return;
+    }
+    let alert = crate::infra::alerts::Alert {
+        kind: crate::infra::alerts::AlertKind::CallbackBacklog,
+        subject: provider.to_owned(),
+        message: format!(
+            "provider {provider}: {backlog} callbacks stored and not handled (the cap); new \
+             deliveries are refused with 503 until handling catches up"
+        ),
+        job: None,
+        platform: Some(provider.to_owned()),
+        business_id: None,
+        user_affiliate_code: None,
+        request_id: None,
+        trace_id: None,
+        first_failure_at_ms: None,
+        retry_count: None,
+        audit_path: format!("/v1/callbacks?provider={provider}&handle_status=FAILED"),
+    };
+    if let Err(e) =
+        crate::infra::alerts::raise(engine.store(), &engine.config().alerts, &alert).await
+    {
+        tracing::error!(provider, error = %e, "could not raise the callback backlog alert");
+    }
 }
 
 /// Step 3 and 4 at delivery: handle once, record; on failure submit the replay job.

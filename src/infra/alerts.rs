@@ -41,6 +41,8 @@ pub enum AlertKind {
     JobFenced,
     /// A projection stopped at an event and keeps failing on it.
     ProjectionStalled,
+    /// A callback provider's stored, unhandled callbacks reached the inbox's cap.
+    CallbackBacklog,
 }
 
 impl AlertKind {
@@ -49,6 +51,7 @@ impl AlertKind {
             AlertKind::JobRetriesExhausted => "job.retries_exhausted",
             AlertKind::JobFenced => "job.fenced",
             AlertKind::ProjectionStalled => "projection.stalled",
+            AlertKind::CallbackBacklog => "callback.backlog",
         }
     }
 }

@@ -229,11 +229,23 @@ pub async fn job_engine(
             .unwrap_or_else(|| format!("http://{LISTEN_DEFAULT}")),
     };
     let mut kinds = std::mem::take(&mut options.extra_job_kinds);
+    // Cron's built-in kinds; the replay scan runs with the engine it is registered in.
+    let slot = crate::infra::jobs::cron::EngineSlot::default();
+    // Paid services: single-item jobs and the seed 000 scans, on this engine. The
+    // gateway's callback provider is registered BEFORE the replay handler takes its
+    // copy of the registry: a replay must find every provider a delivery could name.
+    let services_ctx = services::ctx(db, &slot, &options.services, country_code);
+    kinds.extend(services::job_kinds(&services_ctx));
+    if let Some(gateway) = options.services.gateway.clone() {
+        options.callbacks = options.callbacks.with(services::payment_callbacks(
+            services_ctx,
+            gateway,
+            options.services_callback_secret.as_deref(),
+        ))?;
+    }
     let replay =
         crate::callbacks::replay::ReplayHandler::new(db.db.clone(), options.callbacks.clone());
     kinds.push((&crate::callbacks::CALLBACK_REPLAY, Arc::new(replay)));
-    // Cron's built-in kinds; the replay scan runs with the engine it is registered in.
-    let slot = crate::infra::jobs::cron::EngineSlot::default();
     kinds.push((
         &crate::callbacks::replay::CALLBACK_REPLAY_SCAN,
         Arc::new(crate::callbacks::replay::ReplayScanHandler::new(
@@ -314,16 +326,6 @@ pub async fn job_engine(
                 ),
             )),
         ));
-    }
-    // Paid services: single-item jobs and the seed 000 scans, on this engine.
-    let services_ctx = services::ctx(db, &slot, &options.services, country_code);
-    kinds.extend(services::job_kinds(&services_ctx));
-    if let Some(gateway) = options.services.gateway.clone() {
-        options.callbacks = options.callbacks.with(services::payment_callbacks(
-            services_ctx,
-            gateway,
-            options.services_callback_secret.as_deref(),
-        ))?;
     }
     let engine = crate::infra::jobs::Engine::new(db.db.clone(), db.store.clone(), config, kinds)?;
     let _ = slot.set(engine.downgrade());
@@ -491,6 +493,14 @@ pub async fn start_with(
     external_checks.0.push(Arc::new(
         crate::services::reconcile::CandyConservation::new(db.db.clone()),
     ));
+    if let Some(gateway) = &options.services.gateway {
+        external_checks
+            .0
+            .push(Arc::new(crate::services::reconcile::PaymentsApplied::new(
+                db.db.clone(),
+                gateway.clone(),
+            )));
+    }
     if let Some(provider) = &options.payout_provider {
         external_checks.0.push(Arc::new(
             crate::payouts::reconcile::ProviderReportCheck::new(db.db.clone(), provider.clone()),

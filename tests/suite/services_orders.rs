@@ -610,3 +610,74 @@ both_backends!(
         );
     }
 );
+
+both_backends!(
+    a_pay_callback_whose_first_handling_failed_is_replayed_by_the_gateway_provider_and_pays_the_order,
+    |db: TestDb| async move {
+        use factledger::callbacks::CALLBACK_REPLAY;
+        use factledger::infra::jobs::Selector;
+        let env = ServicesEnv::start(&db).await;
+        // The gateway's signed callback arrives before the order's commit is visible:
+        // its first handling fails and a replay job is left for it.
+        let paid = env.pay("EARLY-1", 700, "CNY").await;
+        assert_eq!(paid["callback"]["http_status"], 202, "{paid}");
+        let replays = jobs_of(&env, CALLBACK_REPLAY.name).await;
+        assert_eq!(replays.len(), 1, "{replays:?}");
+        let code = replays[0]["code"].as_str().unwrap().to_owned();
+        // Reconciliation reports the payment the inbox holds and no order records,
+        // once it is past its replay schedule (received an hour ago, say).
+        backdate_callbacks(&env).await;
+        let unapplied = payment_not_applied(&env).await;
+        assert_eq!(unapplied.len(), 1, "{unapplied:?}");
+        assert_eq!(unapplied[0]["expected"]["order_no"], "EARLY-1", "{unapplied:?}");
+        env.recharge_order("EARLY-1", 31, 700).await;
+        // The replay round runs in this process's engine and finds the gateway's
+        // provider (it was registered before the replay handler was built).
+        let run = env
+            .app
+            .state
+            .jobs
+            .retry(&Selector::parse(vec![code.clone()], vec![]).unwrap())
+            .await
+            .unwrap();
+        // (The engine's own scan may have claimed it first: either way no round fails.)
+        assert_eq!(run.failed, 0, "{run:?}");
+        let o = env.wait_order("EARLY-1", |o| o["status"] == 3).await;
+        assert_eq!(o["recharge"]["status"], "CREDITED", "{o}");
+        assert_eq!(env.candy(31).await, (700, 0));
+        assert!(payment_not_applied(&env).await.is_empty());
+    }
+);
+
+/// Move every callback's receipt an hour back (past the check's grace period).
+async fn backdate_callbacks(env: &ServicesEnv) {
+    crate::common::exec(
+        &env.app.state.db,
+        "UPDATE callback_inbox SET received_at_ms = received_at_ms - 3600000",
+    )
+    .await;
+}
+
+/// The `payment_not_applied` findings of a reconciliation run through the API.
+async fn payment_not_applied(env: &ServicesEnv) -> Vec<Value> {
+    let (status, run) = env.app.post("/v1/reconciliations", json!({})).await;
+    assert_eq!(status, 202, "{run}");
+    let id = run["id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let done = loop {
+        let (_, r) = env.app.get(&format!("/v1/reconciliations/{id}")).await;
+        if r["status"] != "running" {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "{r}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(done["status"], "succeeded", "{done}");
+    done["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "payment_not_applied")
+        .cloned()
+        .collect()
+}

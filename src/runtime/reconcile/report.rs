@@ -150,6 +150,10 @@ pub enum FindingKind {
     /// delivered recharges minus holds plus candy refunds make, or the held candy is
     /// not the bookings' open holds (issue 18). For a person; never repaired.
     CandyMismatch,
+    /// A verified payment callback of the gateway is in the callback inbox, but its
+    /// payment is not recorded on any order: the customer paid and got nothing yet.
+    /// For a person (replay the callback, or refund); never repaired.
+    PaymentNotApplied,
 }
 
 impl FindingKind {
@@ -178,7 +182,8 @@ impl FindingKind {
             | WithdrawalLedgerMismatch
             | ProviderReportMismatch
             | ProviderReportUnavailable
-            | CandyMismatch => FindingClass::Event,
+            | CandyMismatch
+            | PaymentNotApplied => FindingClass::Event,
         }
     }
 }
