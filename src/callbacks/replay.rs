@@ -36,9 +36,13 @@ pub const REPLAY_LEASE_MS: i64 = 2 * 60 * 1_000;
 /// Replays running at once: they are a backlog, never a reason to starve other kinds.
 pub const REPLAY_CAP: i64 = 4;
 /// A verified, normalised callback still pending this long after delivery had its
-/// handling interrupted (an HTTP delivery is answered within seconds; providers time
-/// out after about 30 s).
-pub const INTERRUPTED_AFTER_MS: i64 = 10 * 60 * 1_000;
+/// handling interrupted: twice the default request timeout (a handler running longer
+/// was cancelled by it), so a row the process died on is picked up within a minute of
+/// the restart (`serve` sweeps once this long after it starts, then the cron scan
+/// every 2 min), not left pending. A second handling of one that was only slow is
+/// harmless: handlers are idempotent (R-INV-7).
+pub const INTERRUPTED_AFTER_MS: i64 =
+    2 * crate::runtime::http::limits::REQUEST_TIMEOUT_MS_DEFAULT as i64;
 /// Replay jobs one `replay_failed` call submits at most; it reports `more` beyond.
 pub const REPLAY_SUBMITS_MAX: usize = 1_000;
 /// Callbacks read, and replay jobs submitted in one transaction, per page.
@@ -181,6 +185,9 @@ pub struct ReplayFailedOptions {
     /// revived with its retries reset. Off for the cron backstop (it would retry a
     /// hopeless callback forever); on for an operator who fixed the cause.
     pub revive: bool,
+    /// Pending this long after delivery counts as interrupted ([`INTERRUPTED_AFTER_MS`]
+    /// when `None`).
+    pub interrupted_after_ms: Option<i64>,
 }
 
 /// What [`replay_failed`] did.
@@ -204,7 +211,11 @@ pub async fn replay_failed(
 ) -> Result<ReplayFailedReport, CallbackError> {
     let db = engine.db();
     let mut report = ReplayFailedReport {
-        interrupted: inbox::fail_interrupted(db, INTERRUPTED_AFTER_MS).await?,
+        interrupted: inbox::fail_interrupted(
+            db,
+            options.interrupted_after_ms.unwrap_or(INTERRUPTED_AFTER_MS),
+        )
+        .await?,
         ..Default::default()
     };
     let mut after = 0;
@@ -302,11 +313,40 @@ pub fn replay_scan_schedule() -> Result<CronSchedule, CronError> {
 /// `callback_replay_scan`: submit replay jobs for failed callbacks that lost theirs.
 pub struct ReplayScanHandler {
     engine: EngineSlot,
+    options: ReplayFailedOptions,
 }
 
 impl ReplayScanHandler {
-    pub fn new(engine: EngineSlot) -> Self {
-        ReplayScanHandler { engine }
+    /// `interrupted_after_ms`: see [`ReplayFailedOptions::interrupted_after_ms`].
+    pub fn new(engine: EngineSlot, interrupted_after_ms: Option<i64>) -> Self {
+        ReplayScanHandler {
+            engine,
+            options: ReplayFailedOptions {
+                revive: false,
+                interrupted_after_ms,
+            },
+        }
+    }
+}
+
+/// `serve`'s one sweep after a start: once the interrupted threshold has passed since
+/// the start, turn the handlings a crash left pending into failures and replay them
+/// (the cron scan would, but only at its next firing).
+pub async fn sweep_after_start(
+    engine: crate::infra::jobs::engine::WeakEngine,
+    interrupted_after_ms: Option<i64>,
+) {
+    let wait = interrupted_after_ms.unwrap_or(INTERRUPTED_AFTER_MS).max(0) as u64;
+    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+    let Some(engine) = engine.upgrade() else {
+        return;
+    };
+    let options = ReplayFailedOptions {
+        revive: false,
+        interrupted_after_ms,
+    };
+    if let Err(e) = replay_failed(&engine, options).await {
+        tracing::warn!(error = %e, "the failed-callback sweep after start failed; the cron scan retries");
     }
 }
 
@@ -318,7 +358,7 @@ impl JobHandler for ReplayScanHandler {
             .get()
             .and_then(WeakEngine::upgrade)
             .ok_or_else(|| JobFailure::new("the job engine is shutting down"))?;
-        let report = replay_failed(&engine, ReplayFailedOptions::default())
+        let report = replay_failed(&engine, self.options)
             .await
             .map_err(|e| JobFailure::new(e.to_string()))?;
         Ok(RoundReport {

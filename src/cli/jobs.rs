@@ -156,7 +156,10 @@ pub(super) async fn callbacks_replay_failed(g: &Global, revive: bool) -> anyhow:
     let country = std::env::var("FACTLEDGER_COUNTRY").unwrap_or_else(|_| "ID".into());
     let mut options = factledger::server::ServeOptions::default();
     let engine = factledger::server::job_engine(&db, &country, &mut options).await?;
-    let options = factledger::callbacks::ReplayFailedOptions { revive };
+    let options = factledger::callbacks::ReplayFailedOptions {
+        revive,
+        ..Default::default()
+    };
     let report = factledger::callbacks::replay_failed(&engine, options).await?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(ExitCode::SUCCESS)

@@ -46,6 +46,7 @@ pub struct Background {
     _cron: crate::infra::jobs::cron::Running,
     _outbox: crate::infra::outbox::Running,
     _anchors: Option<AbortOnDrop>,
+    _callback_sweep: AbortOnDrop,
 }
 
 /// A background task that stops with its owner.
@@ -79,6 +80,9 @@ pub struct ServeOptions {
     pub job_scan_interval_ms: Option<u64>,
     /// Callback providers served at `POST /v1/callbacks/{provider}` (none by default).
     pub callbacks: crate::callbacks::Registry,
+    /// A callback handling pending this long is interrupted
+    /// (`callbacks::replay::INTERRUPTED_AFTER_MS` when `None`; tests shorten it).
+    pub callback_interrupted_after_ms: Option<i64>,
     /// A projector failing on one event this long raises `projection.stalled`
     /// (default [`crate::runtime::projection::STALL_ALERT_AFTER_MS_DEFAULT`]).
     pub projection_stall_alert_ms: Option<u64>,
@@ -250,6 +254,7 @@ pub async fn job_engine(
         &crate::callbacks::replay::CALLBACK_REPLAY_SCAN,
         Arc::new(crate::callbacks::replay::ReplayScanHandler::new(
             slot.clone(),
+            options.callback_interrupted_after_ms,
         )),
     ));
     if options.test_cron_heartbeat.is_some() {
@@ -429,7 +434,12 @@ pub async fn start_with(
     check_sink_names(&sinks)?;
     // The same sinks for the operator's dead-letter replay (`ops::outbox`).
     let live_sinks = crate::infra::outbox::Sinks(Arc::new(sinks.clone()));
+    let callback_sweep = AbortOnDrop(tokio::spawn(crate::callbacks::replay::sweep_after_start(
+        jobs.downgrade(),
+        options.callback_interrupted_after_ms,
+    )));
     let background = Arc::new(Background {
+        _callback_sweep: callback_sweep,
         _jobs: jobs.start(),
         _cron: cron.start(),
         cron,

@@ -378,3 +378,26 @@ impl Rng {
         of[self.below(of.len() as u64) as usize]
     }
 }
+
+/// Poll `condition` every 50 ms until it holds (`Ok`) or `within` has passed (`Err`
+/// with the time waited): the one way a test waits for something asynchronous.
+#[allow(dead_code)]
+pub async fn eventually<F, Fut>(
+    within: std::time::Duration,
+    mut condition: F,
+) -> Result<(), std::time::Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        if condition().await {
+            return Ok(());
+        }
+        if started.elapsed() > within {
+            return Err(started.elapsed());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -433,7 +433,7 @@ both_backends!(
             &format!("UPDATE callback_inbox SET handle_status = 2 WHERE id = {sample}"),
         )
         .await;
-        let report = replay_failed(&app.state.jobs, ReplayFailedOptions { revive: true })
+        let report = replay_failed(&app.state.jobs, ReplayFailedOptions { revive: true, ..Default::default() })
             .await
             .unwrap();
         assert_eq!(report.submitted, 0, "{report:?}");
@@ -671,9 +671,15 @@ both_backends!(
 
         // Marked failed by hand, still never replayed: it has no normalised payload.
         exec(app.db(), "UPDATE callback_inbox SET handle_status = 2").await;
-        let report = replay_failed(&app.state.jobs, ReplayFailedOptions { revive: true })
-            .await
-            .unwrap();
+        let report = replay_failed(
+            &app.state.jobs,
+            ReplayFailedOptions {
+                revive: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
         assert_eq!(report.submitted, 0, "{report:?}");
         let summary = app.replay_by_hand(not_json.id()).await;
         assert!(
@@ -813,6 +819,60 @@ both_backends!(
         let missing = app.deliver("xendit", other, &[]).await;
         missing.problem(401, "CALLBACK_UNVERIFIED", "x-callback-token");
         assert_eq!(app.handler.calls().len(), 1);
+    }
+);
+
+both_backends!(
+    a_handling_interrupted_by_a_crash_is_replayed_soon_after_the_restart_not_after_ten_minutes,
+    |db: TestDb| async move {
+        let first = spawn(&db).await;
+        let r = first
+            .signed(r#"{"id":"evt-crash","type":"t","data":{}}"#)
+            .await;
+        let id = r.id();
+        // As a process killed mid-handling leaves it: pending, nothing recorded.
+        exec(
+            first.db(),
+            &format!(
+                "UPDATE callback_inbox SET handle_status = 0, handle_attempts = 0, \
+                 handled_at_ms = NULL, received_at_ms = {} WHERE id = {id}",
+                now_ms() - 2_000
+            ),
+        )
+        .await;
+        drop(first);
+        // The restarted service sweeps once its interrupted threshold has passed.
+        let handler = Arc::new(Recorder::default());
+        let key_dir = tempfile::tempdir().unwrap();
+        let restarted = factledger::server::start_with(
+            &db.url,
+            "ID",
+            key_dir.path(),
+            factledger::server::ServeOptions {
+                callbacks: registry(&handler),
+                job_scan_interval_ms: Some(100),
+                callback_interrupted_after_ms: Some(1_000),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("the service restarts");
+        let db_handle = restarted.state.jobs.db().clone();
+        common::eventually(std::time::Duration::from_secs(30), || {
+            let db_handle = db_handle.clone();
+            async move {
+                inbox::load(&db_handle, id)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .summary
+                    .handle_status
+                    == HandleStatus::Handled
+            }
+        })
+        .await
+        .expect("the interrupted handling is replayed after the restart");
+        assert_eq!(handler.calls().len(), 1);
     }
 );
 

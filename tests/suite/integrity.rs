@@ -209,6 +209,73 @@ both_backends!(
 );
 
 both_backends!(
+    a_freeze_moved_to_another_stream_is_found_by_verify_and_reconciliation_and_blocks_repair,
+    |db: TestDb| async move {
+        let dir = tempfile::tempdir().unwrap();
+        history(&db).await;
+        let p = db.database().await.db;
+        catch_up_wallet(&db.store, &p).await.unwrap();
+        sign_anchor(&db, &anchor_file(dir.path())).await;
+        // A few more events after the anchor: the anchor's own event stays untouched.
+        let bus = CommandBus::<Wallet>::start(db.store.clone());
+        run(
+            &bus,
+            "w-2",
+            json!({"type": "CreditPending", "ref_type": "COMMISSION", "ref_id": "w-2-c3", "amount_minor": 100}),
+        )
+        .await;
+        catch_up_wallet(&db.store, &p).await.unwrap();
+        let freeze = db
+            .store
+            .read_stream("wallet", "w-1", 4, 1)
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!(freeze.event_type, "WithdrawalFrozen");
+        let at = freeze.global_position;
+        // The reported attack: the row moved into another stream, positions dense,
+        // w-1's own chain intact (the freeze was its newest event).
+        tamper(&db, "DROP TRIGGER events_refuse_update").await;
+        tamper(
+            &db,
+            &format!(
+                "UPDATE events SET aggregate_type = 'zz', aggregate_id = 'filler', sequence = 1, \
+                 ledger_ref_type = NULL, ledger_ref_id = NULL, ledger_entry_type = NULL \
+                 WHERE global_position = {at}"
+            ),
+        )
+        .await;
+        let report = verify(&db, &anchor_file(dir.path())).await;
+        assert_eq!(first(&report), (TamperKind::Edited, at), "{report:?}");
+
+        // Reconciliation finds it too, and repair refuses, naming the position: w-1
+        // keeps its 200 frozen instead of getting it back as available.
+        let options = ReconcileOptions {
+            repair: true,
+            anchor_file: Some(anchor_file(dir.path())),
+            ..ReconcileOptions::default()
+        };
+        let rec = reconcile::reconcile(&db.store, &p, options).await.unwrap();
+        let log: Vec<_> = rec
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::LogIntegrity)
+            .collect();
+        assert!(
+            log.iter().any(|f| f.key == format!("global_position={at}")
+                && f.detail.starts_with("edited")
+                && f.detail.contains("zz/filler")),
+            "{log:?}"
+        );
+        assert_eq!(
+            rec.repair_outcome, None,
+            "no repair over a log that fails verify"
+        );
+        assert_eq!(frozen_in_projection(&db, "w-1").await, 200);
+    }
+);
+
+both_backends!(
     f3_deleting_an_event_in_the_middle_is_a_gap_at_its_position,
     |db: TestDb| async move {
         let dir = tempfile::tempdir().unwrap();

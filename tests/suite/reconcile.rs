@@ -329,31 +329,44 @@ both_backends!(
                 "sequence=2",
             ),
         ];
+        // The edited payload is also what `verify` finds: the log itself failed.
+        let log = row(
+            "event",
+            "log_integrity",
+            "",
+            "events",
+            &format!("global_position={altered}"),
+        );
         let everything: BTreeSet<_> = w2_drift
             .iter()
             .chain(&w2_events)
             .chain(&repairable)
+            .chain(std::iter::once(&log))
             .cloned()
             .collect();
         assert_eq!(found(&report), everything);
         assert_eq!(
             (report.counts.projection_drift, report.counts.event),
-            (6, 2)
+            (6, 3)
         );
         assert_eq!(report.remaining, report.counts);
         assert_eq!(report.wallets_checked, 4);
         assert!(!report.findings_truncated);
         for f in &report.findings {
             match (f.class, f.wallet_id.as_str()) {
+                (FindingClass::Event, "") => {
+                    assert!(f.repair.starts_with("refused"), "{f:?}");
+                    assert!(f.detail.starts_with("edited"), "{f:?}");
+                }
                 (FindingClass::Event, _) => {
                     assert!(f.repair.starts_with("refused"), "{f:?}");
                     assert_eq!(f.events[0].global_position, altered);
                     assert_eq!(f.events[0].stream, "wallet/w-2");
                 }
-                (FindingClass::ProjectionDrift, "w-2") => {
-                    assert_eq!(f.repair, "refused: wallet has event-level findings")
+                // While the log fails verification, no drift is repaired anywhere.
+                (FindingClass::ProjectionDrift, _) => {
+                    assert!(f.repair.contains("failed its integrity check"), "{f:?}")
                 }
-                (FindingClass::ProjectionDrift, _) => assert!(f.repair.starts_with("auto")),
             }
         }
         let balance = report
@@ -394,36 +407,50 @@ both_backends!(
             differs.detail
         );
 
-        // Repair: the drifted wallets are rebuilt and re-checked; w-2 is refused.
+        // Repair is refused whole while the log fails verification: nothing rebuilt.
         let repair = ReconcileOptions {
             repair: true,
             page_rows: 3,
             anchor_file: None,
             ..Default::default()
         };
+        let refused = reconcile::reconcile(&db.store, &p, repair.clone())
+            .await
+            .unwrap();
+        assert_eq!(found(&refused), everything);
+        assert!(
+            refused.repair_outcome.is_none(),
+            "{:?}",
+            refused.repair_outcome
+        );
+        assert_eq!(refused.remaining, refused.counts);
+        assert_ne!(p.wallet("w-1").await.unwrap(), baseline_w1.0);
+
+        // The operator restores the event (from a backup): the log verifies again, and
+        // the drift is repaired; w-2's drift, which came from the edit, with the rest.
+        let everything: BTreeSet<_> = w2_drift[1..].iter().chain(&repairable).cloned().collect();
+        db.store
+            .execute_raw(&format!(
+                "UPDATE events SET payload = REPLACE(payload, '\"amount_minor\":250', \
+                 '\"amount_minor\":200') WHERE global_position = {altered}"
+            ))
+            .await
+            .unwrap();
         let repaired = reconcile::reconcile(&db.store, &p, repair).await.unwrap();
         assert_eq!(found(&repaired), everything);
         for f in &repaired.findings {
-            let fixed = f.wallet_id != "w-2";
-            assert_eq!(f.repaired, Some(fixed), "{f:?}");
+            assert_eq!(f.repaired, Some(true), "{f:?}");
         }
-        assert_eq!(
-            (
-                repaired.remaining.projection_drift,
-                repaired.remaining.event
-            ),
-            (2, 2)
-        );
+        assert_eq!(repaired.remaining.total(), 0);
         let outcome = repaired.repair_outcome.clone().unwrap();
-        assert_eq!((outcome.wallets_rebuilt, outcome.wallets_failed), (3, 0));
+        assert_eq!((outcome.wallets_rebuilt, outcome.wallets_failed), (4, 0));
 
-        // What is left is exactly w-2, and the repaired rows are what the projection
-        // wrote from the events in the first place.
+        // Nothing is left, and the repaired rows are what the projection wrote from the
+        // events in the first place.
         let after = reconcile::reconcile(&db.store, &p, ReconcileOptions::default())
             .await
             .unwrap();
-        let left: BTreeSet<_> = w2_drift.iter().chain(&w2_events).cloned().collect();
-        assert_eq!(found(&after), left);
+        assert_eq!(found(&after), BTreeSet::new());
         assert_eq!(
             (
                 p.wallet("w-1").await.unwrap(),

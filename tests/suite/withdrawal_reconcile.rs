@@ -204,3 +204,88 @@ both_backends!(
         );
     }
 );
+
+both_backends!(
+    a_wallet_whose_frozen_bucket_contradicts_its_withdrawal_in_flight_is_never_repaired,
+    |db: TestDb| async move {
+        let env = PayoutEnv::start(&db).await;
+        env.user("u-1", 100_000).await;
+        // The provider holds the payout PENDING: the withdrawal stays in flight with
+        // 40,000 frozen.
+        env.sim.sim.set_settings(Some(600_000), None, None).unwrap();
+        let flying = env.request("u-1", 40_000, "k-flying").await;
+        env.wait_status(&flying, "PROCESSING").await;
+        // Someone with access to the append path unfreezes the money on the wallet
+        // alone (the wallet aggregate checks only its bucket) ...
+        let bus =
+            factledger::runtime::bus::CommandBus::<factledger_aggregates::wallet::Wallet>::start(
+                db.store.clone(),
+            );
+        crate::common::run(
+            &bus,
+            "w-u-1",
+            serde_json::json!({"type": "Unfreeze", "ref_type": "WITHDRAWAL", "ref_id": flying, "amount_minor": 40_000}),
+        )
+        .await;
+        let head = db.store.head_position().await.unwrap();
+        let (status, w) = env
+            .app
+            .get(&format!("/v1/wallets/w-u-1?min_position={head}"))
+            .await;
+        assert_eq!((status, w["frozen_minor"].as_i64()), (200, Some(0)), "{w}");
+        // ... while the projection still says what the withdrawals say.
+        env.app
+            .state
+            .store
+            .execute_raw(
+                "UPDATE wallet_balances SET frozen_minor = 40000, available_minor = 60000 \
+                 WHERE wallet_id = 'w-u-1'",
+            )
+            .await
+            .unwrap();
+
+        // Drift to the wallet pass, a contradiction to the withdrawal check: repair
+        // refuses the wallet rather than drop the freeze the withdrawal still holds.
+        let (status, started) = env
+            .app
+            .post("/v1/reconciliations", serde_json::json!({"repair": true}))
+            .await;
+        assert_eq!(status, 202, "{started}");
+        let id = started["id"].as_str().unwrap().to_owned();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let run = loop {
+            let (_, run) = env.app.get(&format!("/v1/reconciliations/{id}")).await;
+            if run["status"] != "running" {
+                break run;
+            }
+            assert!(Instant::now() < deadline, "reconciliation never finished");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(run["status"], "succeeded", "{run}");
+        let findings = run["findings"].as_array().unwrap();
+        assert!(
+            findings
+                .iter()
+                .any(|f| f["class"] == "event" && f["wallet_id"] == "w-u-1"),
+            "{run:#}"
+        );
+        let drift: Vec<_> = findings
+            .iter()
+            .filter(|f| f["class"] == "projection_drift" && f["wallet_id"] == "w-u-1")
+            .collect();
+        assert!(!drift.is_empty(), "{run:#}");
+        for f in drift {
+            assert_ne!(f["repaired"], true, "{f}");
+            assert!(f["repair"].as_str().unwrap().contains("contradict"), "{f}");
+        }
+        let frozen = crate::common::scalar(
+            &env.app.state.db,
+            "SELECT frozen_minor FROM wallet_balances WHERE wallet_id = 'w-u-1'",
+        )
+        .await;
+        assert_eq!(
+            frozen, 40_000,
+            "the freeze the withdrawal holds was not dropped"
+        );
+    }
+);

@@ -57,6 +57,7 @@ struct Sums {
 impl Pass {
     pub(super) fn push(&mut self, f: Finding) {
         self.counts.add(f.class, 1);
+        self.note_contradiction(&f);
         if self.findings.len() < FINDINGS_STORED_MAX {
             self.findings.push(f);
         } else {

@@ -89,6 +89,7 @@ pub async fn reconcile(
             pass.push(f);
         }
     }
+    pass.block_contradicted();
     if log_broken {
         pass.counts.event += log_findings.len() as u64;
         for f in &mut pass.findings {

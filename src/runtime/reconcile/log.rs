@@ -1,18 +1,17 @@
-//! The log before any repair (issue 14 item 2): reconciliation repairs projection rows
-//! only while the events they come from verify. A deleted event looks, to a replay,
-//! exactly like a projection row too many — "repairing" it would make money that was
-//! frozen or paid available again. So every run first asks the log itself:
+//! The log before any repair (issue 14 item 2, issue 32 item 1): reconciliation
+//! repairs projection rows only while the events they come from verify. A deleted
+//! event looks, to a replay, exactly like a projection row too many — "repairing" it
+//! would make money that was frozen or paid available again; so would an event moved
+//! to another stream, re-typed or re-sequenced. So every run first verifies the whole
+//! log, exactly as `factledger verify` does (`infra::store::integrity::verify`): every
+//! event's keyed hash in its stream, dense positions, the sequence row, every signed
+//! anchor's digest and keyed floor — one sequential pass in global order — and also
+//! that the projection was not built from events that are gone (its checkpoint is not
+//! beyond the last row).
 //!
-//! - positions are dense: as many rows up to the sequence row as it hands out (a hole
-//!   is a `gap`, a missing tail `truncated`);
-//! - the projection was not built from events that are gone (its checkpoint is not
-//!   beyond the last row);
-//! - every signed anchor known verifies, the newest is not beyond the last row, and
-//!   the event it names still carries the hash it signed (`re_chained` when not).
-//!
-//! Each failure is a `log_integrity` finding: manual, never repaired, and while one
-//! stands no repair runs at all (which streams lost the deleted events is unknowable).
-//! The full check is `factledger verify`; this one costs an index count and one row.
+//! Each failure is a `log_integrity` finding naming its position: manual, never
+//! repaired, and while one stands no repair runs at all (which streams lost or gained
+//! events is unknowable).
 
 use super::report::{Finding, FindingClass, FindingKind, ReconcileError, REFUSED_EVENT};
 use crate::infra::db::Db;
@@ -53,83 +52,38 @@ pub(super) async fn check_log(
     anchor_file: Option<&Path>,
     checkpoint: i64,
 ) -> Result<Vec<Finding>, ReconcileError> {
-    let store_err = |e: crate::infra::store::StoreError| ReconcileError::Log(e.to_string());
-    let mut found = Vec::new();
-    let sequence_head = store.head_position().await.map_err(store_err)?;
-    let (rows, last_row) = store
-        .count_positions(sequence_head)
-        .await
-        .map_err(store_err)?;
-    if rows < sequence_head {
-        let kind = if last_row < sequence_head {
-            TamperKind::Truncated
-        } else {
-            TamperKind::Gap
-        };
-        found.push(finding(
-            kind,
-            last_row.min(rows) + 1,
-            format!(
-                "{} of the positions 1..={sequence_head} handed out have no row (the log \
-                 ends at {last_row}): events were deleted",
-                sequence_head - rows
-            ),
-        ));
-    }
-    if checkpoint > last_row {
-        found.push(finding(
-            TamperKind::Truncated,
-            last_row + 1,
-            format!(
-                "the wallet projection was built up to position {checkpoint} but the log \
-                 ends at {last_row}"
-            ),
-        ));
-    }
-    let anchors = integrity::known_anchors(db, anchor_file)
+    let verified = integrity::verify_log(store, db, anchor_file)
         .await
         .map_err(|e| ReconcileError::Log(e.to_string()))?;
-    let keyring = store.keyring();
-    // Every signature is checked (CPU only); the log is read at the newest valid anchor
-    // alone — one row, however many anchors the file and the table hold (the full
-    // digest walk over every anchor is `verify`'s).
-    let mut newest: Option<&integrity::Anchor> = None;
-    for a in &anchors {
-        if !a.signed_by(keyring) {
-            found.push(finding(
-                TamperKind::ReChained,
-                a.head_position,
-                format!("anchor {} does not carry a valid signature", a.anchor_seq),
-            ));
-        } else if newest.is_none_or(|n| a.head_position > n.head_position) {
-            newest = Some(a);
-        }
-    }
-    let Some(a) = newest.filter(|a| a.head_position > 0) else {
-        return Ok(found);
-    };
-    if a.head_position > last_row {
+    let mut found: Vec<Finding> = verified
+        .findings
+        .iter()
+        .map(|f| {
+            let at = match (&f.stream, f.sequence) {
+                (Some(stream), Some(seq)) => format!(" ({stream} sequence {seq})"),
+                _ => String::new(),
+            };
+            finding(f.kind, f.global_position, format!("{}{at}", f.detail))
+        })
+        .collect();
+    if verified.findings_count > verified.findings.len() as u64 {
         found.push(finding(
-            TamperKind::Truncated,
-            last_row + 1,
+            TamperKind::Edited,
+            verified.first.as_ref().map_or(0, |f| f.global_position),
             format!(
-                "signed anchor {} vouches for position {} but the log ends at {last_row}",
-                a.anchor_seq, a.head_position
+                "{} integrity findings in all; run `factledger verify` for the list",
+                verified.findings_count
             ),
         ));
-        return Ok(found);
     }
-    let at = store
-        .read_positions(a.head_position, a.head_position)
-        .await
-        .map_err(store_err)?;
-    if at.first().map(|e| e.hash.as_str()) != Some(a.head_hash.as_str()) {
+    if checkpoint > verified.highest_position {
         found.push(finding(
-            TamperKind::ReChained,
-            a.head_position,
+            TamperKind::Truncated,
+            verified.highest_position + 1,
             format!(
-                "the event at position {} is not the one signed anchor {} names",
-                a.head_position, a.anchor_seq
+                "the wallet projection was built up to position {checkpoint} but the log \
+                 ends at {}",
+                verified.highest_position
             ),
         ));
     }

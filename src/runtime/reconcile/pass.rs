@@ -3,6 +3,7 @@
 use super::pages::*;
 use super::report::*;
 use super::wallet::*;
+use std::collections::BTreeSet;
 
 /// What one pass (a snapshot over every wallet, or over a few) found.
 pub(super) struct Pass {
@@ -23,6 +24,12 @@ pub(super) struct Pass {
     pub(super) projections_checked: Vec<ProjectionChecked>,
     /// Affiliate projections with drift (what a repair rebuilds in full).
     pub(super) drifted_projections: Vec<&'static str>,
+    /// Wallets an event-class finding of a check across streams names (withdrawals,
+    /// commissions): their drift is never repaired (see [`Pass::block_contradicted`]).
+    pub(super) contradicted_wallets: BTreeSet<String>,
+    /// Tables an event-class finding across streams names without a wallet (candy
+    /// conservation): the projections holding them are never rebuilt by a repair.
+    pub(super) contradicted_tables: BTreeSet<String>,
 }
 
 impl Pass {
@@ -44,6 +51,55 @@ impl Pass {
             withdrawals_checked: 0,
             projections_checked: Vec::new(),
             drifted_projections: Vec::new(),
+            contradicted_wallets: BTreeSet::new(),
+            contradicted_tables: BTreeSet::new(),
+        }
+    }
+
+    /// Remember what an event-class finding of a check across streams contradicts.
+    pub(super) fn note_contradiction(&mut self, f: &Finding) {
+        if f.class != FindingClass::Event {
+            return;
+        }
+        if f.wallet_id.is_empty() {
+            self.contradicted_tables.insert(f.table.clone());
+        } else {
+            self.contradicted_wallets.insert(f.wallet_id.clone());
+        }
+    }
+
+    /// Cross-stream contradictions block repair of the streams involved (issue 32
+    /// item 1): a wallet whose frozen bucket disagrees with its withdrawals (or whose
+    /// pending disagrees with its commissions) is drift to the wallet pass, and a scoped
+    /// rebuild would "repair" it by dropping the money movement the other streams
+    /// still hold. Such a wallet, and a projection holding a table a wallet-less
+    /// contradiction names (candy against its holds), is left for an operator. Runs
+    /// after every check has pushed its findings.
+    pub(super) fn block_contradicted(&mut self) {
+        let wallets = &self.contradicted_wallets;
+        self.drifted.retain(|(w, _)| !wallets.contains(w));
+        let blocked_projections: Vec<&'static str> = crate::runtime::projector::all()
+            .iter()
+            .filter(|p| {
+                p.tables()
+                    .iter()
+                    .any(|t| self.contradicted_tables.contains(t.name))
+            })
+            .map(|p| p.name())
+            .collect();
+        self.drifted_projections
+            .retain(|p| !blocked_projections.contains(p));
+        for f in &mut self.findings {
+            if f.class != FindingClass::ProjectionDrift {
+                continue;
+            }
+            let blocked = (!f.wallet_id.is_empty() && wallets.contains(&f.wallet_id))
+                || f.projection
+                    .as_deref()
+                    .is_some_and(|p| blocked_projections.contains(&p));
+            if blocked {
+                f.repair = REFUSED_CONTRADICTED.to_owned();
+            }
         }
     }
 

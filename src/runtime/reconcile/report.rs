@@ -19,6 +19,9 @@ pub(super) const REPAIR_AUTO: &str = "auto: scoped rebuild of the wallet";
 pub(super) const REFUSED_EVENT: &str =
     "refused: event-level findings are corrected by hand with new events, never repaired";
 pub(super) const REFUSED_WALLET: &str = "refused: wallet has event-level findings";
+pub(super) const REFUSED_CONTRADICTED: &str =
+    "refused: other streams contradict it (see the event findings naming it); a rebuild \
+     would drop a money movement they still hold";
 pub(super) const REFUSED_TOO_WIDE: &str =
     "refused: too many wallets drifted for scoped repair; rebuild the whole projection";
 

@@ -43,13 +43,19 @@ pub struct Anchor {
     pub signature: String,
     pub created_at: String,
     pub created_by: String,
+    /// The first position sealed with a chain key (0: none up to `head_position`).
+    /// Signed, so a log re-sealed as unkeyed "legacy" rows can never pass for the one
+    /// anchored. `None` on anchors signed before the floor was (their message is the
+    /// version-1 one and still verifies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyed_floor: Option<i64>,
 }
 
 impl Anchor {
     /// The bytes the signature covers.
     pub fn message(&self) -> Vec<u8> {
-        format!(
-            "factledger-anchor/1\n{}\n{}\n{}\n{}\n{}\n{}\n{}",
+        let v1 = format!(
+            "{}\n{}\n{}\n{}\n{}\n{}\n{}",
             self.anchor_seq,
             self.head_position,
             self.head_hash,
@@ -57,7 +63,11 @@ impl Anchor {
             self.created_at,
             self.created_by,
             self.signing_key_id
-        )
+        );
+        match self.keyed_floor {
+            None => format!("factledger-anchor/1\n{v1}"),
+            Some(floor) => format!("factledger-anchor/2\n{v1}\n{floor}"),
+        }
         .into_bytes()
     }
 
@@ -107,11 +117,12 @@ macro_rules! on_pool {
 }
 
 const ANCHOR_COLUMNS: &str = "anchor_seq, head_position, head_hash, chain_digest, \
-     signing_key_id, signature, created_at, created_by";
+     signing_key_id, signature, created_at, created_by, keyed_floor";
 
 fn anchor_from_row<R: Row + RowText>(r: &R) -> Result<Anchor, sqlx::Error>
 where
     i64: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<i64>: for<'r> sqlx::Decode<'r, R::Database>,
     usize: sqlx::ColumnIndex<R>,
 {
     Ok(Anchor {
@@ -123,6 +134,7 @@ where
         signature: r.text(5)?,
         created_at: r.text(6)?,
         created_by: r.text(7)?,
+        keyed_floor: r.try_get(8)?,
     })
 }
 
@@ -147,7 +159,7 @@ async fn newest(db: &Db) -> Result<Option<Anchor>, sqlx::Error> {
 /// Returns `false` when the anchor number was taken by another process.
 async fn insert(db: &Db, a: &Anchor) -> Result<bool, sqlx::Error> {
     let sql =
-        format!("INSERT INTO chain_anchors ({ANCHOR_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+        format!("INSERT INTO chain_anchors ({ANCHOR_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
     let done = on_pool!(db, |p| sqlx::query(&sql)
         .bind(a.anchor_seq)
         .bind(a.head_position)
@@ -157,6 +169,7 @@ async fn insert(db: &Db, a: &Anchor) -> Result<bool, sqlx::Error> {
         .bind(&a.signature)
         .bind(&a.created_at)
         .bind(&a.created_by)
+        .bind(a.keyed_floor)
         .execute(p)
         .await
         .map(|_| ()));
@@ -197,6 +210,28 @@ async fn extend(
         }
     }
     Ok((digest, last_hash))
+}
+
+/// The first position up to `head` sealed with a chain key, or 0 (reads the legacy
+/// prefix only: one row when the log was keyed from the start).
+pub async fn first_keyed_position(db: &Db, head: i64) -> Result<i64, sqlx::Error> {
+    use factledger_projections::table::{Cell, ColType, Column};
+    const POSITION: &[Column] = &[Column {
+        name: "global_position",
+        ty: ColType::Int,
+    }];
+    let rows = db
+        .fetch(
+            "SELECT global_position FROM events WHERE hash_key <> '' AND global_position <= ? \
+             ORDER BY global_position LIMIT 1",
+            &[Cell::Int(head)],
+            POSITION,
+        )
+        .await?;
+    Ok(match rows.first().and_then(|r| r.get("global_position")) {
+        Some(Cell::Int(p)) => *p,
+        _ => 0,
+    })
 }
 
 /// Where anchors go besides the database.
@@ -256,6 +291,7 @@ pub async fn create(
         return Ok(None);
     }
     let (chain_digest, head_hash) = extend(store, after, head, digest).await?;
+    let keyed_floor = first_keyed_position(db, head).await?;
     let mut anchor = Anchor {
         anchor_seq: seq,
         head_position: head,
@@ -265,6 +301,7 @@ pub async fn create(
         signature: String::new(),
         created_at: crate::infra::store::time_text(&chrono::Utc::now()),
         created_by: actor.to_owned(),
+        keyed_floor: Some(keyed_floor),
     };
     anchor.signature = keyring.sign(&anchor.message());
     if !insert(db, &anchor).await? {

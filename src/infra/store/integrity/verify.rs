@@ -2,17 +2,27 @@
 //! database can change history is found and named by the first bad position and its
 //! kind.
 //!
-//! Two passes, both streaming in pages so memory stays bounded:
+//! One pass over the log in global order, streaming in pages, with each stream's last
+//! hash and next sequence in memory (a few dozen bytes a stream: about 20 MB for a
+//! hundred thousand streams), so the log is read once, sequentially, however its
+//! streams interleave:
 //! - **per stream**: each event's hash is recomputed under the key its row names
-//!   (HMAC-SHA-256; plain SHA-256 for legacy rows) from its content and its
+//!   (HMAC-SHA-256; plain SHA-256 for legacy rows) from its content and its stream
 //!   predecessor's hash; sequences start at 1 and never skip. A mismatch is `edited`
-//!   (a skipped sequence is a `gap`).
+//!   (a skipped sequence is a `gap`). The hash covers the stream's type, id and the
+//!   sequence, so a row moved to another stream, re-typed or re-sequenced is `edited`
+//!   where it landed, and the stream it left shows a `gap` (or, when it was the last
+//!   event there, nothing — the moved row itself is the finding).
 //! - **global**: positions run 1, 2, … without a hole up to the `event_sequence` row
 //!   (`gap`; a missing tail is `truncated`); legacy (unkeyed) rows only before the first
 //!   keyed row and no row sealed with a key the keyring does not hold; and the running
 //!   digest equals every signed anchor's at its position (`re_chained` when it does
 //!   not: history was rewritten and re-hashed), with no anchor beyond the log's end
-//!   (`truncated`).
+//!   (`truncated`). A signed anchor also names the log's keyed floor (the first keyed
+//!   position); a log whose floor is not the one signed was re-sealed as "legacy"
+//!   rows (`re_chained`).
+//!
+//! Verifying one stream reads that stream alone, in sequence order.
 
 use super::anchor::{digest_step, Anchor, DIGEST_GENESIS};
 use super::keys::Keyring;
@@ -21,6 +31,7 @@ use crate::infra::store::{
     BrokenLink, EventStore, StoreError, StoredEvent, VerifyReport, GENESIS_HASH, READ_LIMIT_MAX,
 };
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// Findings listed at most (the count is exact).
 pub const FINDINGS_MAX: usize = 100;
@@ -101,29 +112,6 @@ pub async fn verify_with(
         .await?;
         report.streams_checked = 1;
     } else {
-        let mut after = None;
-        loop {
-            let page = store.list_streams(after.clone(), READ_LIMIT_MAX).await?;
-            let Some(last) = page.last().cloned() else {
-                break;
-            };
-            for (t, id) in &page {
-                report.streams_checked += 1;
-                let broken = verify_stream(
-                    store,
-                    &keyring,
-                    t,
-                    id,
-                    &mut report.events_checked,
-                    &mut findings,
-                )
-                .await?;
-                if report.first_broken.is_none() {
-                    report.first_broken = broken;
-                }
-            }
-            after = Some(last);
-        }
         check_log(store, &keyring, anchors, &mut report, &mut findings).await?;
     }
     findings.list.sort_by_key(|f| (f.global_position, f.kind));
@@ -150,6 +138,84 @@ pub(crate) async fn dense_page(
     store.read_positions(first, last).await
 }
 
+/// A stream's state in the global pass.
+struct StreamState {
+    next_sequence: i64,
+    last_hash: String,
+}
+
+impl StreamState {
+    fn new() -> StreamState {
+        StreamState {
+            next_sequence: 1,
+            last_hash: GENESIS_HASH.to_owned(),
+        }
+    }
+}
+
+/// What is wrong with `e` as the next event of a stream whose last hash is `prev` and
+/// whose next sequence is `next_sequence`, if anything; with the hash it should carry.
+fn broken_link(
+    keyring: &Keyring,
+    e: &StoredEvent,
+    prev: &str,
+    next_sequence: i64,
+) -> (Option<(TamperKind, String)>, Option<String>) {
+    let expected = e.recompute_hash(keyring, prev);
+    let broken = if e.sequence != next_sequence {
+        Some((
+            TamperKind::Gap,
+            format!("sequence {} follows {}", e.sequence, next_sequence - 1),
+        ))
+    } else {
+        match &expected {
+            None => Some((
+                TamperKind::Edited,
+                format!(
+                    "sealed with chain key {:?}, which the integrity key file does not hold",
+                    e.hash_key
+                ),
+            )),
+            Some(h) if *h != e.hash => Some((
+                TamperKind::Edited,
+                "stored hash does not match the event's content, stream, sequence and its \
+                 predecessor: edited, moved, re-typed or re-sequenced"
+                    .to_owned(),
+            )),
+            Some(_) => None,
+        }
+    };
+    (broken, expected)
+}
+
+fn push_broken(
+    e: &StoredEvent,
+    kind: TamperKind,
+    reason: String,
+    expected: Option<String>,
+    findings: &mut Findings,
+    first_broken: &mut Option<BrokenLink>,
+) {
+    findings.push(IntegrityFinding {
+        kind,
+        global_position: e.global_position,
+        stream: Some(format!("{}/{}", e.aggregate_type, e.aggregate_id)),
+        sequence: Some(e.sequence),
+        detail: reason.clone(),
+    });
+    if first_broken.is_none() {
+        *first_broken = Some(BrokenLink {
+            aggregate_type: e.aggregate_type.clone(),
+            aggregate_id: e.aggregate_id.clone(),
+            sequence: e.sequence,
+            global_position: e.global_position,
+            expected_hash: expected.unwrap_or_default(),
+            stored_hash: e.hash.clone(),
+            reason,
+        });
+    }
+}
+
 async fn verify_stream(
     store: &dyn EventStore,
     keyring: &Keyring,
@@ -171,48 +237,9 @@ async fn verify_stream(
         let after_page = last.sequence + 1;
         for e in &page {
             *events_checked += 1;
-            let expected = e.recompute_hash(keyring, &prev);
-            let broken = if e.sequence != next_sequence {
-                Some((
-                    TamperKind::Gap,
-                    format!("sequence {} follows {}", e.sequence, next_sequence - 1),
-                ))
-            } else {
-                match &expected {
-                    None => Some((
-                        TamperKind::Edited,
-                        format!(
-                            "sealed with chain key {:?}, which the integrity key file does not hold",
-                            e.hash_key
-                        ),
-                    )),
-                    Some(h) if *h != e.hash => Some((
-                        TamperKind::Edited,
-                        "stored hash does not match the event's content and its predecessor"
-                            .to_owned(),
-                    )),
-                    Some(_) => None,
-                }
-            };
+            let (broken, expected) = broken_link(keyring, e, &prev, next_sequence);
             if let Some((kind, reason)) = broken {
-                findings.push(IntegrityFinding {
-                    kind,
-                    global_position: e.global_position,
-                    stream: Some(format!("{aggregate_type}/{aggregate_id}")),
-                    sequence: Some(e.sequence),
-                    detail: reason.clone(),
-                });
-                if first_broken.is_none() {
-                    first_broken = Some(BrokenLink {
-                        aggregate_type: aggregate_type.to_owned(),
-                        aggregate_id: aggregate_id.to_owned(),
-                        sequence: e.sequence,
-                        global_position: e.global_position,
-                        expected_hash: expected.unwrap_or_default(),
-                        stored_hash: e.hash.clone(),
-                        reason,
-                    });
-                }
+                push_broken(e, kind, reason, expected, findings, &mut first_broken);
             }
             // Go on from the stored hash: a tampered event breaks its own link only,
             // and every other one is still checked.
@@ -241,12 +268,43 @@ async fn check_log(
     let mut expected = 1i64;
     let mut keyed_since: Option<i64> = None;
     let mut last_row = 0i64;
+    // Each stream's state, by type then id (looked up by &str: no allocation per event).
+    let mut streams: HashMap<String, HashMap<String, StreamState>> = HashMap::new();
     loop {
         let page = dense_page(store, expected, sequence_head).await?;
         let Some(tail) = page.last().map(|e| e.global_position) else {
             break;
         };
         for e in &page {
+            report.events_checked += 1;
+            let of_type = match streams.get_mut(e.aggregate_type.as_str()) {
+                Some(m) => m,
+                None => streams.entry(e.aggregate_type.clone()).or_default(),
+            };
+            let state = match of_type.get_mut(e.aggregate_id.as_str()) {
+                Some(st) => st,
+                None => {
+                    report.streams_checked += 1;
+                    of_type
+                        .entry(e.aggregate_id.clone())
+                        .or_insert_with(StreamState::new)
+                }
+            };
+            let (broken, expected_hash) =
+                broken_link(keyring, e, &state.last_hash, state.next_sequence);
+            if let Some((kind, reason)) = broken {
+                push_broken(
+                    e,
+                    kind,
+                    reason,
+                    expected_hash,
+                    findings,
+                    &mut report.first_broken,
+                );
+            }
+            // Go on from the stored hash: a tampered event breaks its own link only.
+            state.last_hash.clone_from(&e.hash);
+            state.next_sequence = e.sequence + 1;
             if e.global_position > expected {
                 findings.at(
                     TamperKind::Gap,
@@ -294,6 +352,7 @@ async fn check_log(
         last_row = tail;
     }
     report.highest_position = last_row;
+    check_keyed_floor(&anchors, keyed_since, findings);
     let anchored_head = anchors.last().map_or(0, |a| a.head_position);
     let claimed = sequence_head.max(anchored_head);
     if claimed > last_row {
@@ -311,6 +370,33 @@ async fn check_log(
         check_rows_beyond(store, sequence_head, findings).await?;
     }
     Ok(())
+}
+
+/// Every signed anchor that names a keyed floor still finds the log keyed from there.
+fn check_keyed_floor(anchors: &[Anchor], keyed_since: Option<i64>, findings: &mut Findings) {
+    for a in anchors {
+        let Some(floor) = a.keyed_floor else {
+            continue;
+        };
+        let holds = if floor > 0 {
+            keyed_since == Some(floor)
+        } else {
+            keyed_since.is_none_or(|k| k > a.head_position)
+        };
+        if !holds {
+            let now = keyed_since.map_or("no keyed row".to_owned(), |k| format!("position {k}"));
+            findings.at(
+                TamperKind::ReChained,
+                floor.max(1),
+                format!(
+                    "signed anchor {} says the log is keyed from position {floor} (0: not up \
+                     to {}), but now it is keyed from {now}: rows were re-sealed without \
+                     the chain key",
+                    a.anchor_seq, a.head_position
+                ),
+            );
+        }
+    }
 }
 
 /// Rows above the sequence row mean it was set back (the next appends would collide).
