@@ -279,6 +279,38 @@ pub async fn load<A: Decide + Clone>(
     }
 }
 
+/// The state of an aggregate as of stream version `version` (its first `version`
+/// events), for a read that must agree with a projection row of that version: a
+/// value taken from the row and one taken from the stream then describe the same
+/// moment (`GET /v1/wallets/{id}`: the balances and what the frozen bucket is made
+/// of). From the latest snapshot when it is not past `version`, else from the start
+/// of the stream (only a read racing a snapshot: one in `SNAPSHOT_EVERY_EVENTS`).
+/// The answer's `version` is lower than asked only for a stream that is shorter.
+pub async fn load_at<A: Decide + Clone>(
+    store: &DynStore,
+    aggregate_id: &str,
+    version: i64,
+) -> Result<Loaded<A>, BusError<A::Error>> {
+    let snapshot = store
+        .load_snapshot(A::TYPE, aggregate_id)
+        .await
+        .map_err(BusError::Store)?
+        .filter(|s| s.stream_version <= version);
+    let mut loaded = from_snapshot::<A>(snapshot.as_ref());
+    while loaded.version < version {
+        let limit = (version - loaded.version).min(READ_LIMIT_MAX);
+        let page = store
+            .read_stream(A::TYPE, aggregate_id, loaded.version + 1, limit)
+            .await
+            .map_err(BusError::Store)?;
+        if page.is_empty() {
+            break;
+        }
+        fold(&mut loaded, &page)?;
+    }
+    Ok(loaded)
+}
+
 /// Load many aggregates of one type at once (`EventStore::load_streams`: two round
 /// trips on MariaDB). A stream whose snapshot is unusable, or whose events do not
 /// continue it (a snapshot written between the two reads), is loaded alone with

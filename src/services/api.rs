@@ -251,13 +251,14 @@ pub async fn book(
         .await
         .map_err(unit_error)?;
     let created = !done.events.is_empty();
-    if created {
-        // Delivery of the candy order activates the booking (its compensation is
-        // queued if it fails) and queues the no-show check.
-        flow::deliver(&ctx, &call.order_no, now, None, true)
-            .await
-            .map_err(|e| Problem::internal(e.message))?;
-    }
+    // Delivery of the candy order activates the booking (its compensation is queued
+    // if it fails) and queues the no-show check. A booking made again under its
+    // number is delivered too: the first request may have died between its unit and
+    // this step (a crash), and its order would wait for the delivery scan's grace
+    // (30 s) with the booking inactive. An order delivered already decides nothing.
+    flow::deliver(&ctx, &call.order_no, now, None, true)
+        .await
+        .map_err(|e| Problem::internal(e.message))?;
     // The booking from its stream: current, with no wait for the projection.
     let row = reads::booking_now(&state, &booking_no).await?;
     let status = if created {
@@ -318,7 +319,14 @@ pub async fn booking_action(
             let party = match b.party.as_deref() {
                 Some("FAN") => Party::Fan,
                 Some("ARTIST") => Party::Artist,
-                _ => return Err(Problem::invalid("INVALID_FIELD", "party", "FAN or ARTIST")),
+                None => {
+                    return Err(Problem::invalid(
+                        "MISSING_FIELD",
+                        "party",
+                        "who joined: FAN or ARTIST",
+                    ))
+                }
+                Some(_) => return Err(Problem::invalid("INVALID_FIELD", "party", "FAN or ARTIST")),
             };
             step(BookingCommand::Join { party, at: now })
                 .await

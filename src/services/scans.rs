@@ -53,10 +53,20 @@ pub enum Scan {
     ImMembers,
 }
 
+/// A scan round's lease. The engine's heartbeat renews it every third of it while the
+/// round runs, however long the batch takes; so it only decides how long a round whose
+/// process died keeps its kind blocked (cap 1). Short, so that a restarted or other
+/// server runs the next firing within seconds: with every-minute scans a killed round
+/// no longer delays the order-timeout close by minutes (it once held it for its 5 min
+/// lease, and orders stayed payable past their timeout). Long enough that a few slow
+/// heartbeats in a row (a busy database) do not lose it; a round that loses it anyway
+/// only overlaps the next one, which re-checks every row on its stream.
+pub const SCAN_LEASE_MS: i64 = 10_000;
+
 const fn scan_kind(name: &'static str, prefix: &'static str) -> JobKind {
     // One round per firing, never two at once; the next firing is the retry.
     JobKind {
-        lease_ms: 5 * 60 * 1_000,
+        lease_ms: SCAN_LEASE_MS,
         max_retry_count: 1,
         cap: Some(1),
         parallelism: 1,

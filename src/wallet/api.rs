@@ -218,26 +218,39 @@ pub async fn get_wallet(
         .await
         .map_err(|e| Problem::internal(e.to_string()))?
         .ok_or_else(|| Problem::from(WalletError::NotFound))?;
-    // From the stream itself (snapshot + tail), not the bus's cache: withdrawal units
-    // freeze and pay out without the bus.
-    let frozen_by = crate::runtime::bus::load::<factledger_aggregates::wallet::Wallet>(
+    // What the frozen bucket is made of comes from the stream itself (not the bus's
+    // cache: withdrawal units freeze and pay out without the bus), folded up to the
+    // row's own version: the freezes and `frozen_minor` describe the same moment
+    // however many freezes commit meanwhile (the stream's head read separately once
+    // disagreed with the row under load). The stream is never behind the row.
+    let at_row = crate::runtime::bus::load_at::<factledger_aggregates::wallet::Wallet>(
         &state.read_store,
         wallet_id.as_str(),
+        w.version,
     )
     .await
-    .map_err(Problem::from)?
-    .state
-    .open_freezes
-    .into_iter()
-    .map(|(key, amount_minor)| {
-        let (ref_type, ref_id) = key.split_once('/').unwrap_or(("", key.as_str()));
-        FreezeView {
-            ref_type: ref_type.to_owned(),
-            ref_id: ref_id.to_owned(),
-            amount_minor,
-        }
-    })
-    .collect();
+    .map_err(Problem::from)?;
+    if at_row.version != w.version {
+        return Err(Problem::internal(format!(
+            "wallet {}: its projection row is at version {}, its stream only at {}",
+            wallet_id.as_str(),
+            w.version,
+            at_row.version
+        )));
+    }
+    let frozen_by = at_row
+        .state
+        .open_freezes
+        .into_iter()
+        .map(|(key, amount_minor)| {
+            let (ref_type, ref_id) = key.split_once('/').unwrap_or(("", key.as_str()));
+            FreezeView {
+                ref_type: ref_type.to_owned(),
+                ref_id: ref_id.to_owned(),
+                amount_minor,
+            }
+        })
+        .collect();
     Ok(Json(WalletView {
         wallet_id: wallet_id.as_str().to_owned(),
         user_id: w.user_id,

@@ -73,6 +73,7 @@ mod settlement;
 mod store;
 mod tls;
 mod unit;
+mod wallet_read;
 mod withdrawal_crash;
 mod withdrawal_pairing;
 mod withdrawal_property;

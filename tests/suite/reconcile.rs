@@ -512,7 +512,10 @@ impl App {
                 .get(&format!("/v1/reconciliations/{id}"), &self.admin)
                 .await;
             assert_eq!(status, 200, "{body}");
-            let run: Value = serde_json::from_str(&body).unwrap();
+            // One object, each key once: the run's `repair` and the report's were
+            // both written (issue 32 item 0b).
+            let run = factledger::infra::json::parse_unique(body.as_bytes())
+                .unwrap_or_else(|e| panic!("the run is not JSON with unique keys: {e}: {body}"));
             if run["status"] != "running" {
                 return run;
             }

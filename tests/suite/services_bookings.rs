@@ -690,3 +690,111 @@ both_backends!(
         assert_eq!((t.issued, t.holds, t.open_holds), (PRICE, PRICE, PRICE));
     }
 );
+
+both_backends!(
+    a_booking_made_again_after_a_crash_before_its_delivery_is_active_at_once,
+    |db: TestDb| async move {
+        let env = ServicesEnv::start(&db).await;
+        env.fund(11, FUNDS).await;
+        // The first request wrote its unit (booking, paid candy order, hold) and the
+        // process died before the delivery that activates the booking.
+        let now = Utc::now();
+        let call = factledger_aggregates::booking::BookCall {
+            order_no: "BKO-BK-CR".into(),
+            booking_no: "BK-CR".into(),
+            fan_user_id: factledger_aggregates::services::UserId::parse(11).unwrap(),
+            artist_id: factledger_aggregates::services::UserId::parse(22).unwrap(),
+            start_at: now + Duration::minutes(5),
+            minutes: 30,
+            price_candy: PRICE,
+            at: now,
+        };
+        let meta = factledger::infra::store::Metadata::service("tester", "ID");
+        let timeout = now + Duration::minutes(15);
+        units::bookings::book(&env.app.state.store, &meta, call.clone(), timeout, None)
+            .await
+            .expect("the first request's unit");
+        assert_eq!(booking(&env, "BK-CR").await["status"], 0);
+
+        // The client sends the booking again under its number: it comes back active
+        // (not after the delivery scan's 30 s grace), and the parties can join.
+        let (status, body) = env
+            .app
+            .post(
+                "/v1/bookings",
+                json!({"booking_no": "BK-CR", "fan_user_id": 11, "artist_id": 22,
+                       "start_at": call.start_at.to_rfc3339(), "minutes": 30,
+                       "price_candy": PRICE}),
+            )
+            .await;
+        assert_eq!(status, 200, "booked before: {body}");
+        assert_eq!(
+            (&body["status"], &body["status_name"]),
+            (&json!(1), &json!("BOOKED")),
+            "{body}"
+        );
+        join(&env, "BK-CR", &["FAN", "ARTIST"]).await;
+        // Once: one hold, one delivery.
+        let order = events(&env, "service_order", "BKO-BK-CR").await;
+        assert_eq!(count(&order, "OrderDelivered"), 1, "{order:?}");
+        assert_eq!(candy(&env, 11).await, (FUNDS - PRICE, PRICE));
+    }
+);
+
+/// `POST /v1/bookings/{no}:{action}` with a raw body and content type (or none).
+async fn action_raw(
+    env: &ServicesEnv,
+    no: &str,
+    action: &str,
+    content_type: Option<&str>,
+    body: &'static str,
+) -> (u16, Value) {
+    let mut req = env
+        .app
+        .client
+        .post(format!("{}/v1/bookings/{no}:{action}", env.app.base))
+        .bearer_auth(&env.app.admin)
+        .body(body);
+    if let Some(ct) = content_type {
+        req = req.header("content-type", ct);
+    }
+    let r = req.send().await.expect("request");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+both_backends!(
+    actions_take_an_empty_body_with_or_without_a_json_content_type,
+    |db: TestDb| async move {
+        let env = ServicesEnv::start(&db).await;
+        env.fund(11, FUNDS).await;
+        env.book("BK-E", 11, 22, Duration::minutes(1)).await;
+        let json_type = Some("application/json");
+        // `:join` needs its party: an empty body is a missing field, named.
+        let (status, body) = action_raw(&env, "BK-E", "join", json_type, "").await;
+        assert_eq!(
+            (status, &body["code"], &body["field"]),
+            (422, &json!("MISSING_FIELD"), &json!("party")),
+            "{body}"
+        );
+        join(&env, "BK-E", &["FAN", "ARTIST"]).await;
+        // `:start` and `:finish` need nothing: empty, labelled JSON or not at all.
+        let (status, body) = action_raw(&env, "BK-E", "start", json_type, "").await;
+        assert_eq!((status, &body["status"]), (200, &json!(3)), "{body}");
+        let (status, body) = action_raw(&env, "BK-E", "finish", None, "").await;
+        assert_eq!((status, &body["status"]), (200, &json!(4)), "{body}");
+        // A body that is there is still checked: not JSON, or without the JSON type.
+        let (status, body) = action_raw(&env, "BK-E", "finish", json_type, "{").await;
+        assert_eq!(
+            (status, &body["code"]),
+            (422, &json!("MALFORMED_JSON")),
+            "{body}"
+        );
+        let (status, body) = action_raw(&env, "BK-E", "finish", None, "{}").await;
+        assert_eq!(
+            (status, &body["code"]),
+            (422, &json!("INVALID_BODY")),
+            "{body}"
+        );
+    }
+);

@@ -3,7 +3,9 @@
 //! expression (`--services-cron '*/2 * * * * *'`): each of the 9 schedules fires
 //! every 2 s, each firing is recorded once (whichever process holds the lease) with
 //! exactly one job `cron:<schedule>:<fire_at_ms>`, and that job ran once to SUCCESS.
-//! MariaDB only: the test is about one database shared by two processes.
+//! And a `serve` killed in the middle of a scan round: a restarted one runs the scan
+//! again within two intervals (the round's short lease, issue 32 item 0b).
+//! MariaDB only: the tests are about processes sharing one database.
 
 use crate::common;
 
@@ -188,5 +190,151 @@ async fn two_serve_processes_fire_each_services_scan_once_per_firing() {
         "services cron, two serves {pids:?}: firings {}; {owners} lease holder(s); {:?}",
         report.join(" "),
         started.elapsed()
+    );
+}
+
+/// The scans of the kill test fire every 15 s: the order-timeout close of a killed
+/// round must come within two of these intervals (issue 32 item 0b).
+const EVERY_15_S: &str = "*/15 * * * * *";
+const SCAN_INTERVAL_MS: i64 = 15_000;
+/// Most time allowed for a step of the kill test (a start, a firing, a wait).
+const STEP_MAX: Duration = Duration::from_secs(40);
+
+/// `factledger serve` with the scans every 15 s and the cron lease of the tests.
+fn serve_scans(dir: &std::path::Path, url: &str) -> ServeChild {
+    let lease = LEASE_MS.to_string();
+    ServeChild::start(
+        dir,
+        url,
+        &[
+            "--cron-lease-ms",
+            &lease,
+            "--services-cron",
+            EVERY_15_S,
+            "--settlement-every",
+            "off",
+        ],
+        &[],
+    )
+}
+
+/// Wait (bounded by [`STEP_MAX`]) until `sql` counts at least one row.
+async fn wait_for_rows(pool: &Db, sql: &str, what: &str) {
+    let deadline = Instant::now() + STEP_MAX;
+    while scalar(pool, sql).await == 0 {
+        assert!(Instant::now() < deadline, "{what}: not within {STEP_MAX:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Issue 32 item 0b: a `serve` SIGKILLed in the middle of an order-timeout scan left
+/// the scan's kind blocked for its 5-minute lease (the close ran up to 304 s late,
+/// and the order stayed payable meanwhile). The round is cut off at its append (the
+/// test holds the lock every append takes first), the process killed and started
+/// again: the order is closed within two scan intervals of the killed firing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_killed_mid_round_is_taken_over_within_two_intervals() {
+    use common::mariadb::{a_statement_waits, hold_appends};
+    use factledger::services::scans::ORDER_TIMEOUT_CLOSE;
+    use factledger_aggregates::service_order::{CreateOrder, OrderBusiness, ORDER_AGGREGATE_TYPE};
+    use factledger_aggregates::services::{PaymentMethod, UserId};
+    if std::env::var_os("FACTLEDGER_TEST_MYSQL_URL").is_none() {
+        eprintln!("skipped: FACTLEDGER_TEST_MYSQL_URL is not set (MariaDB only)");
+        return;
+    }
+    let db = TestDb::new(common::Backend::Mysql).await;
+    let database = db.database().await;
+    let pool = database.db.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve_scans(dir.path(), &db.url);
+
+    // An unpaid order already past its timeout, in the projection the scan reads.
+    let now = chrono::Utc::now();
+    let order_no = "SO-KILLED-SCAN";
+    let create = CreateOrder {
+        order_no: order_no.into(),
+        user_id: UserId::parse(7).unwrap(),
+        business: OrderBusiness::Recharge { candy: 100 },
+        method: PaymentMethod::Wechat,
+        amount: 100,
+        currency: Some(factledger_aggregates::Currency::parse("CNY").unwrap()),
+        created_at: now - chrono::Duration::seconds(20),
+        timeout_at: now - chrono::Duration::seconds(10),
+    };
+    factledger::services::units::orders::create(&database.store, &common::meta(), create, None)
+        .await
+        .expect("create the order");
+    // Projectors take no append lock: the row still reaches the projection, and the
+    // next order-timeout round runs into the held lock at its close; then the kill.
+    let held = hold_appends(&db.url).await;
+    wait_for_rows(
+        &pool,
+        &format!("SELECT COUNT(*) FROM service_orders WHERE order_no = '{order_no}'"),
+        "the order in the projection",
+    )
+    .await;
+    assert!(
+        a_statement_waits(&db.url, "UPDATE event_sequence", STEP_MAX).await,
+        "no order-timeout round reached its append"
+    );
+    let kind = ORDER_TIMEOUT_CLOSE.name;
+    let fired_at = scalar(
+        &pool,
+        &format!(
+            "SELECT CAST(SUBSTRING_INDEX(business_key, ':', -1) AS SIGNED) FROM jobs \
+             WHERE kind = '{kind}' AND status = 1"
+        ),
+    )
+    .await;
+    drop(server);
+    // The dead process's connections die with it: MariaDB would otherwise run the
+    // waiting append (a script sent whole) to its commit once the lock is free.
+    let waiting = ints(
+        &pool,
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() \
+         AND INFO LIKE 'UPDATE event_sequence%'",
+    )
+    .await;
+    assert!(!waiting.is_empty(), "the killed round's append is gone");
+    if let Db::Mysql(p) = &pool {
+        for id in waiting {
+            // Gone already is as good.
+            let _ = sqlx::query(&format!("KILL {id}")).execute(p).await;
+        }
+    }
+    held.rollback().await.expect("release the append lock");
+    let killed_at = now_ms();
+    let stream = || {
+        database
+            .store
+            .read_stream(ORDER_AGGREGATE_TYPE, order_no, 1, 100)
+    };
+    let closed = |events: &[factledger::infra::store::StoredEvent]| {
+        events.iter().any(|e| e.event_type == "OrderClosed")
+    };
+    assert!(
+        !closed(&stream().await.expect("read the order")),
+        "the killed round closed the order"
+    );
+
+    let _server = serve_scans(dir.path(), &db.url);
+    let due = fired_at + 2 * SCAN_INTERVAL_MS;
+    loop {
+        if closed(&stream().await.expect("read the order")) {
+            break;
+        }
+        assert!(
+            now_ms() < due,
+            "the order is still open {} ms after the killed firing (killed at +{} ms): \
+             the killed round's lease still blocks its kind",
+            now_ms() - fired_at,
+            killed_at - fired_at
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "killed at +{} ms after the firing, closed by +{} ms",
+        killed_at - fired_at,
+        now_ms() - fired_at
     );
 }

@@ -118,11 +118,13 @@ impl JsonBody {
         parse_unique(&self.bytes).map_err(json_problem)
     }
 
-    /// The body as JSON, or `None` for a request with no JSON body at all (no JSON
-    /// content type and nothing sent): the handler's defaults. A body sent without
-    /// the JSON content type is refused rather than ignored.
+    /// The body as JSON, or `None` for a request that sent no body (nothing, or only
+    /// white space), with or without a JSON content type: the handler's defaults.
+    /// Many clients label every POST `application/json`, empty ones too, so an empty
+    /// body is "no body", never malformed JSON. A body sent without the JSON content
+    /// type is refused rather than ignored.
     pub fn optional(&self) -> Result<Option<Value>, Problem> {
-        if !self.json_type && self.bytes.iter().all(u8::is_ascii_whitespace) {
+        if self.bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
         }
         self.value().map(Some)

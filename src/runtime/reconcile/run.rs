@@ -57,10 +57,31 @@ pub struct Run {
     pub finished_at: Option<String>,
     /// Why a failed run failed.
     pub error: Option<String>,
-    /// The report, once the run succeeded.
-    #[serde(flatten)]
+    /// The report, once the run succeeded (its `repair` is the run's own, written
+    /// once).
+    #[serde(flatten, serialize_with = "report_fields")]
     #[schema(schema_with = report_fields_schema)]
     pub report: Option<Report>,
+}
+
+/// The report's fields as flattened into a [`Run`], without `repair`: the run has
+/// that field itself, and flattening both wrote the key `"repair"` twice in one
+/// object (a JSON object whose keys must be unique; strict parsers such as
+/// `infra::json::parse_unique` refuse it). The stored report keeps its own.
+fn report_fields<S: serde::Serializer>(report: &Option<Report>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::Error;
+    match report {
+        None => s.serialize_none(),
+        Some(r) => match serde_json::to_value(r).map_err(S::Error::custom)? {
+            serde_json::Value::Object(mut fields) => {
+                fields.remove("repair");
+                serde::Serialize::serialize(&fields, s)
+            }
+            other => Err(S::Error::custom(format!(
+                "a reconciliation report serialises as an object, not {other}"
+            ))),
+        },
+    }
 }
 
 /// `report`'s schema in [`Run`]: the report's fields, flattened into the run and all
@@ -73,6 +94,8 @@ pub(super) fn report_fields_schema() -> utoipa::openapi::RefOr<utoipa::openapi::
     let mut schema = <Report as utoipa::PartialSchema>::schema();
     if let RefOr::T(Schema::Object(object)) = &mut schema {
         object.required.clear();
+        // The run's own `repair` stands for it (see `report_fields`).
+        object.properties.remove("repair");
     }
     schema
 }

@@ -82,8 +82,13 @@ async fn act_out(sim: &Sim, d: &Disbursement, created: bool, fault: Option<Fault
             (StatusCode::OK, GARBAGE_BODY).into_response()
         }
         Some(Fault::SlowSuccess { delay_ms }) => {
+            // The settlement is planned now, to start once the answer is due: a
+            // caller that hangs up before then drops this future, and a real provider
+            // completes the payout all the same (it once stayed PENDING for ever).
+            if created {
+                sim.spawn_settlement_after(d.id.clone(), delay_ms);
+            }
             sim.sleep(generation, delay_ms).await;
-            settle();
             Json(d.answer()).into_response()
         }
         Some(Fault::WebhookBeforeResponse) if created => {

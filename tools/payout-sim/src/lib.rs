@@ -84,7 +84,8 @@
 //!   - `insufficient_balance`: 400 `{"error_code": "INSUFFICIENT_BALANCE"}`, creates
 //!     nothing.
 //!   - `fail` `{"failure_code": "INVALID_DESTINATION"}`: creates; it settles `FAILED`.
-//!   - `slow_success` `{"delay_ms": N}` (required): creates, answers after `delay_ms`.
+//!   - `slow_success` `{"delay_ms": N}` (required): creates, answers after `delay_ms`;
+//!     it settles as usual from then on, also when the caller hung up before.
 //!   - `webhook_before_response`: settles and delivers the callbacks before answering
 //!     the create (the answer still says `PENDING`, as computed at acceptance).
 //!   - `duplicate_webhook`: every callback of the settlement is sent twice, same

@@ -511,9 +511,20 @@ impl Sim {
 
     /// Settles `id` after `complete_after_ms`, in the background.
     pub(crate) fn spawn_settlement(&self, id: String) {
+        self.spawn_settlement_after(id, 0);
+    }
+
+    /// Settles `id` after `delay_ms` and then `complete_after_ms`, in the background:
+    /// on its own task, so it happens whatever becomes of the request that created
+    /// it (a caller that hangs up drops the request's future, never the settlement).
+    pub(crate) fn spawn_settlement_after(&self, id: String, delay_ms: u64) {
         let sim = self.clone();
         let generation = self.generation();
-        let after_ms = self.lock().settings.complete_after_ms;
+        let after_ms = self
+            .lock()
+            .settings
+            .complete_after_ms
+            .saturating_add(delay_ms);
         tokio::spawn(async move {
             if !sim.sleep(generation, after_ms).await {
                 return;

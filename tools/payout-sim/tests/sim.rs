@@ -405,6 +405,34 @@ async fn slow_success_answers_after_the_delay() {
 }
 
 #[tokio::test]
+async fn slow_success_settles_even_when_the_caller_hangs_up() {
+    let h = harness().await;
+    h.fault("po-19", json!({"kind": "slow_success", "delay_ms": 300}))
+        .await;
+    // The caller gives up long before the answer is due.
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let hung_up = impatient
+        .post(h.url("/disbursements"))
+        .basic_auth(SECRET, None::<&str>)
+        .header("X-IDEMPOTENCY-KEY", "po-19")
+        .json(&body("po-19", 150_000))
+        .send()
+        .await;
+    assert!(hung_up.is_err(), "the caller was meant to time out");
+    // As a real provider would, the simulator completes the payout all the same.
+    let event = h.receiver.wait_for(1).await[0].json();
+    assert_eq!(
+        (&event["external_id"], &event["status"]),
+        (&json!("po-19"), &json!("COMPLETED"))
+    );
+    let (_, list) = h.get("/disbursements?external_id=po-19").await;
+    assert_eq!(list[0]["status"], "COMPLETED", "{list}");
+}
+
+#[tokio::test]
 async fn webhook_before_response_delivers_the_callback_before_the_answer() {
     let h = harness().await;
     h.control("settings", json!({"complete_after_ms": 60_000}))
