@@ -291,7 +291,9 @@ pub(super) async fn submit_all(
 /// One round is one `callbacks::replay_failed`; a failed round is not retried — the
 /// next firing, two minutes later, is the retry — and two never run at once.
 pub static CALLBACK_REPLAY_SCAN: JobKind = JobKind {
-    lease_ms: 5 * 60 * 1_000,
+    // Short: the engine's heartbeat renews it while a round runs, so it only decides
+    // how long a killed round keeps the next firing waiting (cap 1).
+    lease_ms: 10_000,
     max_retry_count: 1,
     cap: Some(1),
     parallelism: 1,

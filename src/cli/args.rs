@@ -159,11 +159,18 @@ pub(super) enum Command {
     /// Verify the log: every hash chain under its key, positions without holes, and
     /// the log against every signed anchor (the anchor file's and the database's).
     /// Prints the report as JSON; exits 2 naming the first bad position and its kind
-    /// (gap, edited, truncated, re_chained).
+    /// (gap, edited, truncated, re_chained), 3 when there was no anchor to compare
+    /// with (see --allow-no-anchors).
     Verify {
         /// Only this stream's chain, as TYPE/ID (default: the whole log).
         #[arg(long)]
         stream: Option<String>,
+        /// Accept a whole-log verify with no signed anchor to compare against (the
+        /// anchor file missing and the database holding none). Without it such a log
+        /// is "integrity unproven" and verify exits 3: a log rewritten end to end, or
+        /// re-sealed as unkeyed rows, verifies against itself.
+        #[arg(long)]
+        allow_no_anchors: bool,
         /// Also print the whole report as JSON.
         #[arg(long)]
         json: bool,

@@ -11,6 +11,7 @@ mod projections;
 mod serve;
 mod withdrawals;
 
+use anyhow::Context;
 pub use args::Cli;
 use args::{CallbacksAction, Command, CommandsAction, CronAction, OutboxAction};
 use common::Layout;
@@ -26,10 +27,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         partition,
         command,
     } = cli;
+    // The key and anchor files are named by absolute paths from here on: a command
+    // run from another directory must not silently find no anchors (issue 32 item 2).
+    let absolute = |p: std::path::PathBuf, flag: &str| {
+        std::path::absolute(&p)
+            .with_context(|| format!("{flag} {}: cannot make it an absolute path", p.display()))
+    };
     let layout = Layout::resolve(
         database_url,
-        integrity_keys,
-        anchor_file,
+        absolute(integrity_keys, "--integrity-keys")?,
+        absolute(anchor_file, "--anchor-file")?,
         partitions,
         partition,
     )?;
@@ -86,7 +93,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             aggregate_type,
             aggregate_id,
         } => log::events(g, aggregate_type, aggregate_id).await,
-        Command::Verify { stream, json } => log::verify(g, stream, json).await,
+        Command::Verify {
+            stream,
+            json,
+            allow_no_anchors,
+        } => log::verify(g, stream, json, allow_no_anchors).await,
         Command::Anchor => log::anchor(g).await,
         Command::Integrity { action } => log::integrity(g, action),
         Command::Keys { action } => log::keys(g, action).await,

@@ -414,6 +414,14 @@ pub async fn start_with(
         }
         None => crate::infra::store::open(database_url).await?,
     };
+    // A log behind its newest signed anchor, or re-sealed below its keyed floor, is
+    // not served (issue 32 item 2): `factledger verify` says what happened to it.
+    crate::infra::store::integrity::check_before_serving(
+        &db.store,
+        &db.db,
+        options.anchor_file.as_deref(),
+    )
+    .await?;
     // The first admin key of an empty database is not an admin *action* (nobody took
     // it; see `admin_log`), so it is not recorded as an event: the log of a fresh
     // ledger starts with its first business event.

@@ -273,8 +273,35 @@ both_backends!(
         for (id, r) in [("w-1", "c-1"), ("w-2", "c-2"), ("w-3", "c-3")] {
             append(&db.store, id, &wallet_history(r)).await;
         }
+        // No anchor yet: the chains verify, but against nothing signed.
+        let unproven = run(dir.path(), &db.url, &["verify"]);
+        assert_eq!(unproven.status.code(), Some(3), "{}", stderr(&unproven));
+        let out = stdout(&unproven);
+        assert!(
+            out.contains("integrity unproven: no signed anchors at /"),
+            "{out}"
+        );
+        let out = succeeded(&run(dir.path(), &db.url, &["verify", "--allow-no-anchors"]));
+        assert!(
+            out.contains("ok (no anchors, allowed): 9 events in 3 streams"),
+            "{out}"
+        );
+        succeeded(&run(dir.path(), &db.url, &["anchor"]));
         let out = succeeded(&run(dir.path(), &db.url, &["verify"]));
-        assert!(out.contains("ok: 9 events in 3 streams verified"), "{out}");
+        assert!(
+            out.contains("ok: 9 events in 3 streams verified, 1 signed anchors matched"),
+            "{out}"
+        );
+        // From another directory the anchor file is still found: its path is absolute
+        // (and the database holds the anchor too).
+        let elsewhere = tempfile::tempdir().unwrap();
+        let anchors = dir.path().join("factledger-anchors.jsonl");
+        let out = succeeded(&run(
+            elsewhere.path(),
+            &db.url,
+            &["--anchor-file", anchors.to_str().unwrap(), "verify"],
+        ));
+        assert!(out.contains("1 signed anchors matched"), "{out}");
         let out = succeeded(&run(
             dir.path(),
             &db.url,

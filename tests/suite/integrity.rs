@@ -275,6 +275,77 @@ both_backends!(
     }
 );
 
+/// Start the service on `db` with `file` as its anchor file; the error if it refuses.
+async fn serve_refusal(db: &TestDb, file: &Path) -> Option<String> {
+    let key_dir = tempfile::tempdir().unwrap();
+    let options = factledger::server::ServeOptions {
+        anchor_file: Some(file.to_owned()),
+        ..Default::default()
+    };
+    factledger::server::start_with(&db.url, "ID", key_dir.path(), options)
+        .await
+        .err()
+        .map(|e| format!("{e:#}"))
+}
+
+both_backends!(
+    serve_refuses_a_log_behind_its_newest_anchor_or_re_sealed_below_its_keyed_floor,
+    |db: TestDb| async move {
+        let dir = tempfile::tempdir().unwrap();
+        history(&db).await;
+        let anchored = sign_anchor(&db, &anchor_file(dir.path())).await;
+        assert_eq!(anchored.keyed_floor, Some(1), "{anchored:?}");
+        assert_eq!(serve_refusal(&db, &anchor_file(dir.path())).await, None);
+
+        // The first row re-sealed as an unkeyed "legacy" row: the floor moved.
+        tamper(&db, "DROP TRIGGER events_refuse_update").await;
+        tamper(
+            &db,
+            "UPDATE events SET hash_key = '' WHERE global_position = 1",
+        )
+        .await;
+        let refused = serve_refusal(&db, &anchor_file(dir.path()))
+            .await
+            .expect("refused");
+        assert!(refused.contains("keyed from position 1"), "{refused}");
+        let report = verify(&db, &anchor_file(dir.path())).await;
+        assert!(
+            report
+                .findings
+                .iter()
+                .any(|f| f.kind == TamperKind::ReChained
+                    && f.detail.contains("keyed from position 1")),
+            "{report:?}"
+        );
+        let key = db.store.keyring().active().id.clone();
+        tamper(
+            &db,
+            &format!("UPDATE events SET hash_key = '{key}' WHERE global_position = 1"),
+        )
+        .await;
+        assert_eq!(serve_refusal(&db, &anchor_file(dir.path())).await, None);
+
+        // The anchored tail deleted, the anchor table emptied: the file still knows.
+        tamper(&db, "DROP TRIGGER events_refuse_delete").await;
+        tamper(
+            &db,
+            &format!(
+                "DELETE FROM events WHERE global_position = {}",
+                anchored.head_position
+            ),
+        )
+        .await;
+        tamper(&db, "DELETE FROM chain_anchors").await;
+        let refused = serve_refusal(&db, &anchor_file(dir.path()))
+            .await
+            .expect("refused");
+        assert!(
+            refused.contains(&format!("vouches for position {}", anchored.head_position)),
+            "{refused}"
+        );
+    }
+);
+
 both_backends!(
     f3_deleting_an_event_in_the_middle_is_a_gap_at_its_position,
     |db: TestDb| async move {

@@ -43,8 +43,55 @@ pub async fn verify_log(
     Ok(report)
 }
 
+/// What `serve` checks before it starts (issue 32 item 2): the log still reaches the
+/// newest signed anchor it can read (file or database), and is still keyed from the
+/// position that anchor signed. Cheap: an index count and the legacy prefix, never a
+/// walk of the log (that is `verify`). A log that fails refuses the start.
+pub async fn check_before_serving(
+    store: &DynStore,
+    db: &Db,
+    anchor_file: Option<&Path>,
+) -> Result<(), VerifyLogError> {
+    let anchors = known_anchors(db, anchor_file).await?;
+    let keyring = store.keyring();
+    let Some(newest) = anchors
+        .iter()
+        .filter(|a| a.signed_by(keyring))
+        .max_by_key(|a| (a.head_position, a.anchor_seq))
+    else {
+        return Ok(());
+    };
+    let head = store.head_position().await?;
+    let (_, last_row) = store
+        .count_positions(head.max(newest.head_position))
+        .await?;
+    if last_row < newest.head_position {
+        return Err(VerifyLogError::Refused(format!(
+            "the log ends at position {last_row} but signed anchor {} vouches for position \
+             {}: events were deleted; restore the database and run `factledger verify`",
+            newest.anchor_seq, newest.head_position
+        )));
+    }
+    if let Some(floor) = newest.keyed_floor {
+        let now = anchor::first_keyed_position(db, newest.head_position)
+            .await
+            .map_err(|e| StoreError::Database(e.to_string()))?;
+        if now != floor {
+            return Err(VerifyLogError::Refused(format!(
+                "signed anchor {} says the log is keyed from position {floor} (0: not up to \
+                 {}), but it is now keyed from {now}: rows were re-sealed without the chain \
+                 key; restore the database and run `factledger verify`",
+                newest.anchor_seq, newest.head_position
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyLogError {
+    #[error("the log fails its check before serving: {0}")]
+    Refused(String),
     #[error(transparent)]
     Anchor(#[from] AnchorError),
     #[error(transparent)]
