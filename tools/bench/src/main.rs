@@ -341,9 +341,9 @@ async fn rebuild_bench(
     let store = fresh_store(url).await?;
     let db = store::open(url).await?;
     println!(
-        "| backend | events | seed s | rebuild s | rebuild events/s | RSS MB before rebuild | peak RSS MB (rebuild) | journal rebuild s | journal events/s | peak RSS MB (journal) | journal / wallet time | reconcile s | findings |"
+        "| backend | events | seed s | rebuild s | rebuild events/s | RSS MB before rebuild | peak RSS MB (rebuild) | journal rebuild s | journal events/s | peak RSS MB (journal) | journal / wallet time | verify s | peak RSS MB (verify) | verify / rebuild time | reconcile s (verify included) | findings |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut seeded = 0u64;
     for target in counts {
         let t = Instant::now();
@@ -376,6 +376,19 @@ async fn rebuild_bench(
             "the journal read {} of {seeded} events",
             journal.events_read
         );
+        // The full verify every reconciliation (and so every repair) runs first: one
+        // pass in global order; it must stay within the rebuild's own replay time.
+        reset_peak_rss();
+        let t = Instant::now();
+        let verified = factledger::infra::store::integrity::verify_log(&db.store, &db.db, None).await?;
+        let verify_s = t.elapsed().as_secs_f64();
+        let verify_rss_mb = rss_kb("VmHWM:") as f64 / 1024.0;
+        anyhow::ensure!(
+            verified.ok && verified.events_checked == seeded,
+            "verify checked {} of {seeded} events, ok={}",
+            verified.events_checked,
+            verified.ok
+        );
         // Reconciliation of the same log against the rows just rebuilt.
         let t = Instant::now();
         let report = factledger::runtime::reconcile::reconcile(
@@ -391,11 +404,12 @@ async fn rebuild_bench(
             report.events_checked
         );
         println!(
-            "| {} | {seeded} | {seed_s:.1} | {secs:.1} | {:.0} | {rss_before_mb:.0} | {rss_mb:.0} | {journal_s:.1} | {:.0} | {journal_rss_mb:.0} | {:.2} | {reconcile_s:.1} | {} |",
+            "| {} | {seeded} | {seed_s:.1} | {secs:.1} | {:.0} | {rss_before_mb:.0} | {rss_mb:.0} | {journal_s:.1} | {:.0} | {journal_rss_mb:.0} | {:.2} | {verify_s:.1} | {verify_rss_mb:.0} | {:.2} | {reconcile_s:.1} | {} |",
             store.backend(),
             seeded as f64 / secs,
             seeded as f64 / journal_s,
             journal_s / secs,
+            verify_s / secs,
             report.counts.total()
         );
     }
