@@ -29,6 +29,7 @@ mod affiliate_projections;
 mod api;
 mod batch;
 mod bill_invariants;
+mod bill_locks;
 mod bill_order_status;
 mod bill_projection;
 mod bill_refresh;

@@ -150,6 +150,10 @@ pub enum FindingKind {
     /// delivered recharges minus holds plus candy refunds make, or the held candy is
     /// not the bookings' open holds (issue 18). For a person; never repaired.
     CandyMismatch,
+    /// A live bill lock holds a line that is gone: removed, not on its order, or on an
+    /// order that is missing or closed (issue 32 item 6, `bill::reconcile`). It blocks
+    /// its station-month; for a person, never repaired.
+    BillLockLineGone,
 }
 
 impl FindingKind {
@@ -178,7 +182,8 @@ impl FindingKind {
             | WithdrawalLedgerMismatch
             | ProviderReportMismatch
             | ProviderReportUnavailable
-            | CandyMismatch => FindingClass::Event,
+            | CandyMismatch
+            | BillLockLineGone => FindingClass::Event,
         }
     }
 }
