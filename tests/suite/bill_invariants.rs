@@ -402,12 +402,14 @@ async fn corrupt(db: &TestDb, position: i64, payload: &str) -> String {
     original
 }
 
+/// `/health` as a keyed caller sees it, once it answers `status` (bounded wait).
 async fn health_until(app: &Server, status: u16) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let r = app
             .client
             .get(format!("{}/health", app.base))
+            .bearer_auth(&app.admin)
             .send()
             .await
             .unwrap();
@@ -450,6 +452,18 @@ both_backends!(
         let app = Server::start_with(&db, options).await;
         let body = health_until(&app, 503).await;
         assert_eq!(body["status"], "degraded", "{body}");
+        // Without a key: the status alone, no error text (issue 32 item 7).
+        let r = app
+            .client
+            .get(format!("{}/health", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 503);
+        assert_eq!(
+            r.json::<Value>().await.unwrap(),
+            json!({"status": "degraded"})
+        );
         let stuck = body["projectors"].as_array().unwrap();
         assert_eq!(stuck.len(), 1, "{body}");
         assert_eq!(stuck[0]["name"], "bill", "{body}");

@@ -47,6 +47,7 @@ mod console_wallet;
 mod cron;
 mod fencing;
 mod fuzz_findings;
+mod http_hygiene;
 mod ingest;
 mod ingest_pipeline;
 mod integrity;

@@ -72,6 +72,21 @@ fn safe_next(next: Option<&String>) -> String {
     }
 }
 
+/// `next` as sent, refused with a 422 page when it holds a control character (CR,
+/// LF, …): it becomes the `Location` of the answer after sign-in, which cannot carry
+/// one (issue 32 item 7: it was a panic answered as a text 500).
+fn checked_next(next: Option<&String>) -> Result<String, Response> {
+    if next.is_some_and(|n| n.chars().any(char::is_control)) {
+        return Err(session::refused(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "INVALID_FIELD",
+            "next: the page after sign-in is a console path without control characters \
+             (CR, LF, tab, …)",
+        ));
+    }
+    Ok(safe_next(next))
+}
+
 fn sign_in_form(next: &str, problem: Option<&str>) -> Response {
     let token = session::pre_token();
     let body = html! {
@@ -112,7 +127,10 @@ fn sign_in_form(next: &str, problem: Option<&str>) -> Response {
 }
 
 async fn sign_in_page(Query(q): Query<HashMap<String, String>>) -> Response {
-    sign_in_form(&safe_next(q.get("next")), None)
+    match checked_next(q.get("next")) {
+        Ok(next) => sign_in_form(&next, None),
+        Err(refused) => refused,
+    }
 }
 
 async fn sign_in(
@@ -120,7 +138,10 @@ async fn sign_in(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let next = safe_next(form.get("next"));
+    let next = match checked_next(form.get("next")) {
+        Ok(next) => next,
+        Err(refused) => return refused,
+    };
     let pre = cookie(&headers, PRE_COOKIE).unwrap_or_default();
     let sent = form.get("csrf").map(String::as_str).unwrap_or("");
     if pre.is_empty() || !session::same_token(&pre, sent) {
@@ -137,13 +158,7 @@ async fn sign_in(
     let principal = match console.app.keys.authenticate(key).await {
         Ok(Some(p)) => p,
         Ok(None) => return sign_in_form(&next, Some("key: unknown or revoked API key")),
-        Err(e) => {
-            return session::refused(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "DATABASE_UNAVAILABLE",
-                &format!("the key could not be checked: {e:#}"),
-            )
-        }
+        Err(e) => return super::layout::key_check_failed(&e),
     };
     if principal.role == crate::infra::auth::Role::Service {
         return sign_in_form(
