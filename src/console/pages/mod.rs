@@ -72,19 +72,21 @@ fn safe_next(next: Option<&String>) -> String {
     }
 }
 
-/// `next` as sent, refused with a 422 page when it holds a control character (CR,
-/// LF, …): it becomes the `Location` of the answer after sign-in, which cannot carry
-/// one (issue 32 item 7: it was a panic answered as a text 500).
-fn checked_next(next: Option<&String>) -> Result<String, Response> {
-    if next.is_some_and(|n| n.chars().any(char::is_control)) {
-        return Err(session::refused(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "INVALID_FIELD",
-            "next: the page after sign-in is a console path without control characters \
-             (CR, LF, tab, …)",
-        ));
-    }
-    Ok(safe_next(next))
+/// Whether `next` holds a control character (CR, LF, …): it becomes the `Location`
+/// of the answer after sign-in, which cannot carry one (issue 32 item 7: it was a
+/// panic answered as a text 500). Such a `next` is refused ([`next_refused`]).
+fn next_unsafe(next: Option<&String>) -> bool {
+    next.is_some_and(|n| n.chars().any(char::is_control))
+}
+
+/// The 422 page of a `next` with a control character.
+fn next_refused() -> Response {
+    session::refused(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "INVALID_FIELD",
+        "next: the page after sign-in is a console path without control characters \
+         (CR, LF, tab, …)",
+    )
 }
 
 fn sign_in_form(next: &str, problem: Option<&str>) -> Response {
@@ -127,10 +129,10 @@ fn sign_in_form(next: &str, problem: Option<&str>) -> Response {
 }
 
 async fn sign_in_page(Query(q): Query<HashMap<String, String>>) -> Response {
-    match checked_next(q.get("next")) {
-        Ok(next) => sign_in_form(&next, None),
-        Err(refused) => refused,
+    if next_unsafe(q.get("next")) {
+        return next_refused();
     }
+    sign_in_form(&safe_next(q.get("next")), None)
 }
 
 async fn sign_in(
@@ -138,10 +140,10 @@ async fn sign_in(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    let next = match checked_next(form.get("next")) {
-        Ok(next) => next,
-        Err(refused) => return refused,
-    };
+    if next_unsafe(form.get("next")) {
+        return next_refused();
+    }
+    let next = safe_next(form.get("next"));
     let pre = cookie(&headers, PRE_COOKIE).unwrap_or_default();
     let sent = form.get("csrf").map(String::as_str).unwrap_or("");
     if pre.is_empty() || !session::same_token(&pre, sent) {
