@@ -361,7 +361,8 @@ pub const ORDER_ACTIONS: &[&str] = &[
 /// `POST /v1/payment-orders/{order_id}:<action>`: publish, submit (a new submit round,
 /// published), approve (planned amounts frozen), reject, void or no-need-pay, each
 /// along the transition table (`ORDER_TRANSITIONS`; otherwise 409
-/// `ILLEGAL_TRANSITION`). Reject, void and no-need-pay need a `reason`.
+/// `ILLEGAL_TRANSITION`). Reject, void and no-need-pay need a `reason`; void and
+/// no-need-pay are 409 `ORDER_LOCKED` while a live lock holds one of the order's lines.
 #[utoipa::path(
     post,
     path = "/v1/payment-orders/{order_id}:{action}",
@@ -436,7 +437,7 @@ pub const LINE_ACTIONS: &[&str] = &[
 
 /// `POST /v1/payment-orders/{order_id}/lines/{line_id}:<action>`: adjust a payable line
 /// (`manual_adjustment_minor`, may be negative; `reason`), remove a line (both before
-/// review), conclude an unqualified line (`partner_visible`, `reason`) or withdraw its
+/// review; a line a live lock holds is 409 `LINE_LOCKED`: release the lock first), conclude an unqualified line (`partner_visible`, `reason`) or withdraw its
 /// conclusion (`reason`).
 #[utoipa::path(
     post,
@@ -492,7 +493,8 @@ pub async fn post_on_line(
 /// At most one live lock per station-month (409 `LOCK_HELD` naming `lock_id`); a lock
 /// id of another station-month is 409 `LOCK_ID_TAKEN`. The lock holds a live line of
 /// an existing order for this station-month at the order's current publication
-/// (F14: 422 `LOCK_ORDER_NOT_FOUND`, `LOCK_LINE_NOT_FOUND`, `LOCK_PUBLISH_MISMATCH`).
+/// (F14: 422 `LOCK_ORDER_NOT_FOUND`, `LOCK_LINE_NOT_FOUND`, `LOCK_PUBLISH_MISMATCH`),
+/// an order that is not voided or no-need-pay (409 `LOCK_ORDER_CLOSED`, issue 32).
 #[utoipa::path(
     post,
     path = "/v1/bills/locks",
@@ -513,7 +515,9 @@ pub async fn reserve_lock(
 }
 
 /// `POST /v1/bills/locks/{station_id}/{month}/{lock_id}:activate|release`: activate a
-/// reserved lock, release a live one (a replay writes nothing).
+/// reserved lock, release a live one (a replay writes nothing). A lock whose line is
+/// gone — removed, or its order closed — is not activated (409 `LOCK_LINE_GONE`
+/// naming `lock_id`, issue 32): release it.
 #[utoipa::path(
     post,
     path = "/v1/bills/locks/{station_id}/{month}/{lock_id}:{action}",

@@ -8,7 +8,9 @@
 //! | small bill            | —                                               | `SMALL_BILL:<bill_id>` (F2)                 |
 //! | diff                  | the linked partner bill: recorded, same month (F13) | `DIFF:<diff_id>`; `PARTNER_BILL_LINK:<id>` of the new link, the old one released (F12) |
 //! | payment-order line    | —                                               | `LINE:<line_id>`                            |
-//! | lock reservation      | the order and line it holds, current publication (F14) | `LOCK:<lock_id>`                     |
+//! | lock reservation      | the order and line it holds, current publication, the order not closed (F14, issue 32 item 6) | `LOCK:<lock_id>` |
+//! | lock activation       | the line it holds: still on its order, which is not closed (issue 32 item 6) | — |
+//! | line removal, order void / no-need-pay | the locks of the line's (lines') station-month: none live holds it (issue 32 item 6) | — |
 //!
 //! A payment result is a unit of its own kind: the result's stream first, then — when
 //! the result writes back to a payment-order line — that order's stream, so the line
@@ -22,6 +24,10 @@
 //! the lock is decided. Claims are made only when the holder's stream records
 //! something new; a replay writes nothing and claims nothing.
 //!
+//! The lock and order checks read the other stream without writing it, so a removal
+//! racing a reservation of the same line can both pass; the lock left holding a gone
+//! line is then found by reconciliation (`bill::reconcile`), and released by hand.
+//!
 //! These are the only bill writes the API makes for these commands. Tests and tools
 //! that write straight to a stream (`run_command`) bypass them and must keep ids
 //! unique themselves.
@@ -29,13 +35,13 @@
 use crate::infra::store::{DynStore, Metadata};
 use crate::runtime::unit::{run_command, run_unit, UnitBuilder, UnitError, UnitOutcome};
 use chrono::{DateTime, Utc};
-use factledger_aggregates::bill::lock::check_hold;
+use factledger_aggregates::bill::lock::{check_held_line, check_hold, LockStatus};
 use factledger_aggregates::bill::payment_result::writes_back_to_line;
 use factledger_aggregates::bill::{
     station_month_stream_id, AddLine, BillError, BillId, BillIdClaim, BillLockCommand, BillLocks,
-    ClaimCommand, ClaimKind, CreatePaymentOrder, PartnerBill, PartnerBillCommand, PaymentOrder,
-    PaymentOrderCommand, PaymentResult, PaymentResultCommand, PaymentResultEvent, RecordDiff,
-    RecordPaymentResult, RecordSmallBill, Reference, ReferenceCommand, ReserveLock,
+    ClaimCommand, ClaimKind, CreatePaymentOrder, LockAction, PartnerBill, PartnerBillCommand,
+    PaymentOrder, PaymentOrderCommand, PaymentResult, PaymentResultCommand, PaymentResultEvent,
+    RecordDiff, RecordPaymentResult, RecordSmallBill, Reference, ReferenceCommand, ReserveLock,
     StationMonthBills, StationMonthCommand, WriteLineResult, YearMonth,
 };
 use factledger_aggregates::Decide;
@@ -90,8 +96,12 @@ pub async fn submit(store: &DynStore, metadata: &Metadata, fact: BillFact) -> Bi
             let cmd = PaymentOrderCommand::CreatePaymentOrder(cmd);
             on_stream::<PaymentOrder>(store, metadata, &stream, cmd).await
         }
-        BillFact::PaymentOrder(id, cmd) => {
-            on_stream::<PaymentOrder>(store, metadata, &id.to_string(), cmd).await
+        BillFact::PaymentOrder(id, cmd) => match unlocking(&cmd) {
+            Some(unlocks) => order_change(store, metadata, id, cmd, unlocks).await,
+            None => on_stream::<PaymentOrder>(store, metadata, &id.to_string(), cmd).await,
+        },
+        BillFact::LockAction(_, _, BillLockCommand::ActivateLock(cmd)) => {
+            activate_lock(store, metadata, cmd).await
         }
         BillFact::LockAction(station, month, cmd) => {
             let stream = station_month_stream_id(station, month);
@@ -278,6 +288,114 @@ pub async fn reserve_lock(store: &DynStore, metadata: &Metadata, cmd: ReserveLoc
             let events = unit.decide::<BillLocks, BillError>(&mut locks, &stream, cmd)?;
             if !events.is_empty() {
                 claim(&mut unit, ClaimKind::Lock, lock_id, &stream, at).await?;
+            }
+            Ok(((), unit))
+        }
+    })
+    .await
+}
+
+/// `POST /v1/bills/locks/{station_id}/{month}/{lock_id}:activate`: the reserved lock
+/// activated only while the line it holds is still there (issue 32 item 6: a lock on
+/// a removed line, or on a line of a closed order, is `LOCK_LINE_GONE`; it can only be
+/// released). Other refusals and replays are the lock stream's own.
+#[tracing::instrument(skip_all, fields(station_id = %cmd.station_id, month = %cmd.month, lock_id = %cmd.lock_id))]
+pub async fn activate_lock(store: &DynStore, metadata: &Metadata, cmd: LockAction) -> BillOutcome {
+    let stream = station_month_stream_id(cmd.station_id, cmd.month);
+    run_unit(store, metadata, |mut unit| {
+        let (cmd, stream) = (cmd.clone(), stream.clone());
+        async move {
+            let lock_id = cmd.lock_id.get();
+            let mut locks = unit.load::<BillLocks, BillError>(&stream).await?;
+            let reserved = locks
+                .state
+                .locks
+                .get(&lock_id)
+                .filter(|l| l.status == LockStatus::Reserved)
+                .map(|l| l.hold.clone());
+            if let Some(hold) = reserved {
+                let order = unit
+                    .load::<PaymentOrder, BillError>(&hold.order_id.to_string())
+                    .await?;
+                check_held_line(lock_id, &hold, &order.state).map_err(UnitError::Refused)?;
+            }
+            let cmd = BillLockCommand::ActivateLock(cmd);
+            unit.decide::<BillLocks, BillError>(&mut locks, &stream, cmd)?;
+            Ok(((), unit))
+        }
+    })
+    .await
+}
+
+/// Which lines an order command takes away from their locks, and the refusal's
+/// wording: a line removal its line, a void or no-need-pay every live line.
+#[derive(Debug, Clone, Copy)]
+enum Unlocks {
+    Line(i64),
+    Order(&'static str),
+}
+
+fn unlocking(cmd: &PaymentOrderCommand) -> Option<Unlocks> {
+    match cmd {
+        PaymentOrderCommand::RemoveLine(c) => Some(Unlocks::Line(c.line_id.get())),
+        PaymentOrderCommand::VoidPaymentOrder(_) => Some(Unlocks::Order("voided")),
+        PaymentOrderCommand::MarkPaymentOrderNoNeedPay(_) => {
+            Some(Unlocks::Order("marked no-need-pay"))
+        }
+        _ => None,
+    }
+}
+
+/// A line removal, void or no-need-pay, refused while a live lock holds a line it
+/// takes away (issue 32 item 6: `LINE_LOCKED`, `ORDER_LOCKED`): such a lock would
+/// hold nothing and still block its station-month. The order is decided first (a
+/// refusal or replay of its own reads no lock), then each line's station-month locks
+/// are read.
+#[tracing::instrument(skip_all, fields(order_id = %order_id, command = cmd.name()))]
+async fn order_change(
+    store: &DynStore,
+    metadata: &Metadata,
+    order_id: BillId,
+    cmd: PaymentOrderCommand,
+    unlocks: Unlocks,
+) -> BillOutcome {
+    let stream = order_id.to_string();
+    run_unit(store, metadata, |mut unit| {
+        let (cmd, stream) = (cmd.clone(), stream.clone());
+        async move {
+            let mut order = unit.load::<PaymentOrder, BillError>(&stream).await?;
+            let held: Vec<(i64, i64, String)> = order
+                .state
+                .live_lines()
+                .filter(|(id, _)| {
+                    matches!(unlocks, Unlocks::Order(_))
+                        || matches!(unlocks, Unlocks::Line(l) if l == **id)
+                })
+                .map(|(id, l)| (*id, l.station_id, l.month.clone()))
+                .collect();
+            let events = unit.decide::<PaymentOrder, BillError>(&mut order, &stream, cmd)?;
+            if events.is_empty() {
+                return Ok(((), unit));
+            }
+            for (line_id, station_id, month) in held {
+                let sm = format!("{station_id}:{month}");
+                let locks = unit.load::<BillLocks, BillError>(&sm).await?;
+                let Some(lock_id) = locks.state.live_hold_of(order_id.get(), line_id) else {
+                    continue;
+                };
+                return Err(UnitError::Refused(match unlocks {
+                    Unlocks::Line(_) => BillError::LineLocked {
+                        line_id,
+                        lock_id,
+                        station_month: sm,
+                    },
+                    Unlocks::Order(action) => BillError::OrderLocked {
+                        line_id,
+                        lock_id,
+                        station_month: sm,
+                        action,
+                    },
+                }));
             }
             Ok(((), unit))
         }

@@ -1,5 +1,6 @@
 //! The resident-income bills (R-BILL-*): fact commands, the bill projection and its
-//! refresh rounds, order-status and dimension snapshots, and their HTTP handlers.
+//! refresh rounds, order-status and dimension snapshots, their HTTP handlers, and the
+//! reconciliation check of locks against their lines (`reconcile`).
 
 pub mod api;
 pub mod api_reads;
@@ -7,6 +8,7 @@ pub mod api_refresh;
 pub mod commands;
 pub mod order_status;
 pub mod projection;
+pub mod reconcile;
 pub mod refresh;
 #[cfg(test)]
 mod schema_tests;

@@ -22,10 +22,8 @@ mod pages;
 pub mod session;
 
 use crate::runtime::http::AppState;
-use axum::http::{header, HeaderValue};
 use axum::Router;
 use std::sync::Arc;
-use tower_http::set_header::SetResponseHeaderLayer;
 
 /// What every console handler shares: the service's state, the API router it calls
 /// in-process, the sessions and the metrics history.
@@ -48,25 +46,10 @@ pub fn routes(app: AppState, api: Router) -> Router {
         sessions: Arc::new(session::Sessions::from_env()),
         history,
     };
-    pages::routes()
+    let pages = pages::routes()
         .with_state(console)
-        .layer(SetResponseHeaderLayer::overriding(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(
-                "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                 form-action 'self'; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'",
-            ),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            header::X_FRAME_OPTIONS,
-            HeaderValue::from_static("DENY"),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            header::REFERRER_POLICY,
-            HeaderValue::from_static("same-origin"),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-store"),
-        ))
+        .layer(axum::middleware::from_fn(
+            crate::runtime::http::body::refuse_declared_over_limit,
+        ));
+    crate::runtime::http::headers::html_pages(pages)
 }

@@ -253,11 +253,7 @@ impl FromRequestParts<Console> for Session {
                 console.sessions.close(&id);
                 Err(to_sign_in())
             }
-            Err(e) => Err(refused(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "DATABASE_UNAVAILABLE",
-                &format!("the key could not be checked: {e:#}"),
-            )),
+            Err(e) => Err(super::layout::key_check_failed(&e)),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! Starting one is a write (a repair rebuilds rows); reading is open to every role.
 
 use crate::runtime::http::body::JsonBody;
+use crate::runtime::http::headers::HTML_PAGE_HEADERS;
 use crate::runtime::http::{AppState, Caller, Problem, ProblemBody};
 use crate::runtime::reconcile::{self, Finding, ReconcileError, ReconcileOptions, Run, RunStatus};
 use axum::extract::{Path, State};
@@ -138,8 +139,15 @@ pub async fn report_html(
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, Problem> {
     let run = find(&state, &id).await?;
+    let [csp, frames, referrer, cache] = HTML_PAGE_HEADERS;
     Ok((
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            csp,
+            frames,
+            referrer,
+            cache,
+        ],
         render(&run),
     ))
 }
@@ -206,14 +214,9 @@ fn render(run: &Run) -> String {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>Reconciliation {id}</title><style>\
-         body{{font-family:system-ui,sans-serif;margin:2em}}\
-         table{{border-collapse:collapse;margin:1em 0}}\
-         td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}\
-         code{{font-size:85%;word-break:break-all}}\
-         tr.event td:first-child{{color:#a00;font-weight:bold}}\
-         tr.projection_drift td:first-child{{color:#a60}}\
-         </style></head><body>\n<h1>Reconciliation {id}</h1>\n<table>\
+         <title>Reconciliation {id}</title>\
+         <link rel=\"stylesheet\" href=\"/console/assets/console.css\">\
+         </head><body class=\"report\">\n<h1>Reconciliation {id}</h1>\n<table>\
          <tr><th>Status</th><td>{status}</td></tr>\
          <tr><th>Repair</th><td>{repair}</td></tr>\
          <tr><th>Requested by</th><td>{by}</td></tr>\

@@ -519,6 +519,11 @@ pub async fn start_with(
                 gateway.clone(),
             )));
     }
+    external_checks
+        .0
+        .push(Arc::new(crate::bill::reconcile::LocksHoldLiveLines::new(
+            db.db.clone(),
+        )));
     if let Some(provider) = &options.payout_provider {
         external_checks.0.push(Arc::new(
             crate::payouts::reconcile::ProviderReportCheck::new(db.db.clone(), provider.clone()),

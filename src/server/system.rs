@@ -207,16 +207,36 @@ struct StuckProjector<'a> {
     failing_since_ms: Option<i64>,
 }
 
-/// Liveness, database reachability and projector health (no authentication): 200
-/// `{"status":"ok"}`, or 503 `{"status":"degraded","projectors":[…]}` while a
-/// projector is stuck — stopped at one event for the stall threshold, the moment its
-/// `projection.stalled` alert is raised (issue 14 item 4). A money view that stopped
+/// Liveness, database reachability and projector health. Without a key (load
+/// balancers, probes) it says only the status: 200 `{"status":"ok"}`, 503
+/// `{"status":"degraded"}` while a projector is stuck — stopped at one event for the
+/// stall threshold, the moment its `projection.stalled` alert is raised (issue 14
+/// item 4) — and 503 `{"status":"unavailable"}` when the database does not answer.
+/// With any valid key (checked like every route's) it adds the backend, the head
+/// position and the stuck projectors with their errors (issue 32 item 7: an error
+/// text or a position is nothing to hand to whoever asks). A money view that stopped
 /// is not a healthy service even though every request still answers.
 #[utoipa::path(get, path = "/health", responses(
-    (status = 200, description = "The service and its database answer; every projector moves"),
-    (status = 503, description = "{status: degraded, projectors: [{name, last_error, error_position, position, lag, failing_since_ms}]}")))]
-pub async fn health(State(state): State<AppState>) -> Result<impl IntoResponse, Problem> {
-    let head = state.store.head_position().await?;
+    (status = 200, description = "The service and its database answer; every projector moves. {status: ok}; with a key also {database, head_position}"),
+    (status = 503, description = "{status: degraded | unavailable}; with a key also {database, head_position, projectors: [{name, last_error, error_position, position, lag, failing_since_ms}]}")))]
+pub async fn health(
+    State(state): State<AppState>,
+    mut parts: axum::http::request::Parts,
+) -> Result<axum::response::Response, Problem> {
+    use axum::extract::FromRequestParts;
+    let keyed = parts.headers.contains_key(header::AUTHORIZATION);
+    if keyed {
+        crate::runtime::http::Caller::from_request_parts(&mut parts, &state).await?;
+    }
+    let head = match state.store.head_position().await {
+        Ok(head) => head,
+        Err(e) if keyed => return Err(e.into()),
+        Err(e) => {
+            tracing::warn!(error = %e, "/health: the event store does not answer");
+            let body = serde_json::json!({"status": "unavailable"});
+            return Ok((StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response());
+        }
+    };
     let statuses: Vec<crate::runtime::projection::ProjectionStatus> = state
         .projection_statuses
         .iter()
@@ -238,20 +258,19 @@ pub async fn health(State(state): State<AppState>) -> Result<impl IntoResponse, 
             failing_since_ms: s.failing_since_ms,
         })
         .collect();
-    let (status, body) = if stuck.is_empty() {
-        (
-            StatusCode::OK,
-            serde_json::json!({"status": "ok", "database": state.store.backend(),
-                               "head_position": head}),
-        )
+    let (status, word) = if stuck.is_empty() {
+        (StatusCode::OK, "ok")
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            serde_json::json!({"status": "degraded", "database": state.store.backend(),
-                               "head_position": head, "projectors": stuck}),
-        )
+        (StatusCode::SERVICE_UNAVAILABLE, "degraded")
     };
-    Ok((status, Json(body)))
+    let body = match (keyed, stuck.is_empty()) {
+        (false, _) => serde_json::json!({"status": word}),
+        (true, true) => serde_json::json!({"status": word, "database": state.store.backend(),
+                                           "head_position": head}),
+        (true, false) => serde_json::json!({"status": word, "database": state.store.backend(),
+                                            "head_position": head, "projectors": stuck}),
+    };
+    Ok((status, Json(body)).into_response())
 }
 
 /// Each projector's position, lag and last error.

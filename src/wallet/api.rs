@@ -2,9 +2,8 @@
 
 use crate::infra::store::{EventView, IdempotencyRow};
 use crate::runtime::bus::{CommandEnvelope, CommandOutcome};
+use crate::runtime::http::body::RawBody;
 use crate::runtime::http::{parse_id, AppState, Caller, Problem, ProblemBody};
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -77,24 +76,12 @@ pub async fn post_command(
     caller: Caller,
     Path(wallet_id): Path<String>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<RawBody, Problem>,
 ) -> Result<Response, Problem> {
     caller.require_write()?;
     let wallet_id = parse_id("wallet_id", &wallet_id)?;
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Problem::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "BODY_TOO_LARGE",
-                format!(
-                    "request bodies are limited to {} bytes",
-                    crate::runtime::http::BODY_BYTES_MAX
-                ),
-            )
-        } else {
-            Problem::invalid("INVALID_BODY", "", e.body_text())
-        }
-    })?;
+    // Over the limit (read, or declared by Content-Length): 413 BODY_TOO_LARGE.
+    let RawBody(body) = body?;
     let value = crate::infra::json::parse_unique(&body)
         .map_err(crate::runtime::http::body::json_problem)?;
     // Canonical form (sorted keys) so formatting differences are the same request.

@@ -103,6 +103,7 @@ impl TestApp {
         let health: Value = self
             .client
             .get(self.url("/health"))
+            .bearer_auth(&self.admin)
             .send()
             .await
             .expect("health")
@@ -146,9 +147,9 @@ impl TestApp {
         r.json()["events"].as_array().expect("events").clone()
     }
 
-    /// The global head position, from /health.
+    /// The global head position, from /health (a key sees more than the status).
     async fn head(&self) -> i64 {
-        let r = self.get_as("/health", None).await;
+        let r = self.get("/health").await;
         assert_eq!(r.status, StatusCode::OK);
         r.json()["head_position"].as_i64().expect("head_position")
     }
@@ -526,8 +527,11 @@ both_backends!(
             .await
             .problem(401, "UNAUTHORIZED", None);
 
-        // Health is open.
+        // Health is open, and without a key says only the status (issue 32 item 7).
         let h = app.get_as("/health", None).await;
+        assert_eq!(h.status, StatusCode::OK);
+        assert_eq!(h.json(), json!({"status": "ok"}));
+        let h = app.get("/health").await;
         assert_eq!(h.status, StatusCode::OK);
         assert_eq!(h.json()["status"], "ok");
         assert_eq!(h.json()["head_position"], head + 1);

@@ -12,19 +12,19 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 #[track_caller]
-fn problem(got: &(u16, Value), status: u16, code: &str, field: &str) {
+pub(crate) fn problem(got: &(u16, Value), status: u16, code: &str, field: &str) {
     assert_eq!(got.0, status, "{}", got.1);
     assert_eq!(got.1["code"], code, "{}", got.1);
     assert_eq!(got.1["field"], field, "{}", got.1);
 }
 
 #[track_caller]
-fn ok(got: &(u16, Value)) -> i64 {
+pub(crate) fn ok(got: &(u16, Value)) -> i64 {
     assert!(got.0 == 201 || got.0 == 200, "{}", got.1);
     got.1["position"].as_i64().unwrap_or(0)
 }
 
-async fn stream(db: &TestDb, aggregate_type: &str, id: &str) -> Vec<String> {
+pub(crate) async fn stream(db: &TestDb, aggregate_type: &str, id: &str) -> Vec<String> {
     db.store
         .read_stream(aggregate_type, id, 1, 1000)
         .await
@@ -55,7 +55,7 @@ async fn partner_bill(app: &Server, id: i64, month: &str) {
 }
 
 /// The bill projector at the head of the log with no error (bounded wait).
-async fn bill_projector_at_head(app: &Server, db: &TestDb) -> Value {
+pub(crate) async fn bill_projector_at_head(app: &Server, db: &TestDb) -> Value {
     let head = db.store.head_position().await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -215,7 +215,11 @@ both_backends!(
 
 /// Order `order_id` with a payable line per `(line_id, station_id)` of 202609,
 /// published and submitted; its current `(publish_version, submit_round)`.
-async fn submitted_order(app: &Server, order_id: i64, lines: &[(i64, i64)]) -> (i64, i64) {
+pub(crate) async fn submitted_order(
+    app: &Server,
+    order_id: i64,
+    lines: &[(i64, i64)],
+) -> (i64, i64) {
     ok(&app
         .post(
             "/v1/payment-orders",
@@ -256,7 +260,13 @@ async fn submitted_order(app: &Server, order_id: i64, lines: &[(i64, i64)]) -> (
     )
 }
 
-fn lock(lock_id: i64, station_id: i64, order_id: i64, line_id: i64, (v, r): (i64, i64)) -> Value {
+pub(crate) fn lock(
+    lock_id: i64,
+    station_id: i64,
+    order_id: i64,
+    line_id: i64,
+    (v, r): (i64, i64),
+) -> Value {
     json!({"lock_id": lock_id, "station_id": station_id, "month": "202609",
            "order_id": order_id, "line_id": line_id, "publish_version": v, "submit_round": r})
 }
@@ -392,12 +402,14 @@ async fn corrupt(db: &TestDb, position: i64, payload: &str) -> String {
     original
 }
 
+/// `/health` as a keyed caller sees it, once it answers `status` (bounded wait).
 async fn health_until(app: &Server, status: u16) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let r = app
             .client
             .get(format!("{}/health", app.base))
+            .bearer_auth(&app.admin)
             .send()
             .await
             .unwrap();
@@ -440,6 +452,18 @@ both_backends!(
         let app = Server::start_with(&db, options).await;
         let body = health_until(&app, 503).await;
         assert_eq!(body["status"], "degraded", "{body}");
+        // Without a key: the status alone, no error text (issue 32 item 7).
+        let r = app
+            .client
+            .get(format!("{}/health", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 503);
+        assert_eq!(
+            r.json::<Value>().await.unwrap(),
+            json!({"status": "degraded"})
+        );
         let stuck = body["projectors"].as_array().unwrap();
         assert_eq!(stuck.len(), 1, "{body}");
         assert_eq!(stuck[0]["name"], "bill", "{body}");

@@ -450,6 +450,18 @@ async fn wait_healthy(client: &reqwest::Client, base: &str) -> Value {
     }
 }
 
+/// `/health` as a caller with `key` sees it (the backend and head besides the status).
+async fn keyed_health(client: &reqwest::Client, base: &str, key: &str) -> Value {
+    let r = client
+        .get(format!("{base}/health"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    r.json().await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_prints_the_admin_key_on_first_start_only_and_answers_health() {
     let dir = tempfile::tempdir().unwrap();
@@ -460,9 +472,9 @@ async fn serve_prints_the_admin_key_on_first_start_only_and_answers_health() {
     let base = format!("http://127.0.0.1:{port}");
     let mut server = Server::start(dir.path(), &url, port);
     server.wait_for_line("factledger listening on", Duration::from_secs(15));
+    // Without a key /health says only the status (issue 32 item 7).
     let health = wait_healthy(&client, &base).await;
-    assert_eq!(health["status"], "ok");
-    assert_eq!(health["database"], "sqlite");
+    assert_eq!(health, json!({"status": "ok"}));
 
     let keys: Vec<&String> = server.seen.iter().filter(|l| l.contains("flk_")).collect();
     assert_eq!(keys.len(), 1, "{:?}", server.seen);
@@ -478,6 +490,10 @@ async fn serve_prints_the_admin_key_on_first_start_only_and_answers_health() {
     );
     let file = std::fs::read_to_string(dir.path().join("factledger-admin.key")).unwrap();
     assert_eq!(file.trim(), secret);
+    // With the key it names the backend too.
+    let health = keyed_health(&client, &base, &secret).await;
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health["database"], "sqlite", "{health}");
 
     // The printed key works against the running service.
     let r = client
@@ -497,8 +513,9 @@ async fn serve_prints_the_admin_key_on_first_start_only_and_answers_health() {
     let base = format!("http://127.0.0.1:{port}");
     let mut server = Server::start(dir.path(), &url, port);
     server.wait_for_line("factledger listening on", Duration::from_secs(15));
-    let health = wait_healthy(&client, &base).await;
-    assert_eq!(health["head_position"], 1);
+    wait_healthy(&client, &base).await;
+    let health = keyed_health(&client, &base, &secret).await;
+    assert_eq!(health["head_position"], 1, "{health}");
     assert!(
         !server.seen.iter().any(|l| l.contains("flk_")),
         "{:?}",

@@ -148,8 +148,9 @@ const DUPLICATED: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The head position, from `/health` with a key (without one it says only the status).
 async fn head(app: &RoleApp) -> i64 {
-    app.send(reqwest::Method::GET, "/health", None, None, &[])
+    app.send(reqwest::Method::GET, "/health", Some(&app.admin), None, &[])
         .await
         .body["head_position"]
         .as_i64()

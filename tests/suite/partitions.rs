@@ -290,8 +290,12 @@ both_backends!(
             .await
             .unwrap();
         assert_eq!(v["status"], "ok", "{v}");
-        assert_eq!(v["partitions"]["ID"]["head_position"], 2);
-        assert_eq!(v["partitions"]["TH"]["head_position"], 1);
+        // Without a key each partition says only its status (issue 32 item 7)…
+        assert_eq!(v["partitions"]["ID"], json!({"status": "ok"}), "{v}");
+        assert_eq!(v["partitions"]["TH"], json!({"status": "ok"}), "{v}");
+        // …and a partition's own key sees its head.
+        assert_eq!(p.head("ID").await, 2);
+        assert_eq!(p.head("TH").await, 1);
     }
 );
 

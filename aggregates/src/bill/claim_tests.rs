@@ -2,7 +2,7 @@
 //! (F13) and the lock's hold (F14), given/when/then.
 
 use super::claim::{CLAIM_LEDGER_ENTRY_TYPE, CLAIM_LEDGER_REF_TYPE};
-use super::lock::check_hold;
+use super::lock::{check_held_line, check_hold, LockHold};
 use super::*;
 use crate::decide::Decide;
 use chrono::{DateTime, TimeZone, Utc};
@@ -269,4 +269,98 @@ fn f14_a_lock_holds_a_live_line_of_an_existing_order_at_its_current_publication(
             "{err}"
         );
     }
+}
+
+/// `order()` after more commands (each decided on the order as it is).
+fn order_after(cmds: &[serde_json::Value]) -> PaymentOrder {
+    let mut order = order();
+    for c in cmds {
+        let c: PaymentOrderCommand = serde_json::from_value(c.clone()).unwrap();
+        for e in order.decide(c).unwrap() {
+            cqrs_es::Aggregate::apply(&mut order, e);
+        }
+    }
+    order
+}
+
+fn void() -> serde_json::Value {
+    json!({"type": "VoidPaymentOrder", "order_id": 20, "actor": "a", "reason": "r", "at": t()})
+}
+
+#[test]
+fn issue32_6_a_lock_is_not_reserved_on_a_line_of_a_voided_or_no_need_pay_order() {
+    let nnp = json!({"type": "MarkPaymentOrderNoNeedPay", "order_id": 20, "actor": "a",
+                     "reason": "r", "at": t()});
+    for closed in [order_after(&[void()]), order_after(&[nnp])] {
+        let (v, r) = (closed.publish_version, closed.submit_round);
+        let err = check_hold(&reserve(100, 1, v, r), &closed).unwrap_err();
+        assert_eq!(
+            (err.code(), err.field(), err.kind()),
+            ("LOCK_ORDER_CLOSED", Some("order_id"), RefusalKind::Conflict),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn issue32_6_a_lock_whose_line_is_gone_is_not_activated() {
+    let hold = |line_id| LockHold {
+        order_id: 20,
+        line_id,
+        publish_version: 2,
+        submit_round: 1,
+    };
+    assert_eq!(check_held_line(5, &hold(1), &order()), Ok(()));
+    let reject = json!({"type": "RejectPaymentOrder", "order_id": 20, "actor": "a",
+                        "reason": "r", "at": t()});
+    let remove = json!({"type": "RemoveLine", "order_id": 20, "line_id": 1, "at": t()});
+    for (held, on, says) in [
+        (hold(1), order_after(&[reject, remove]), "was removed"),
+        (hold(1), order_after(&[void()]), "Void"),
+        (hold(2), order(), "is not on the order"),
+        (hold(1), PaymentOrder::default(), "does not exist"),
+    ] {
+        let err = check_held_line(5, &held, &on).unwrap_err();
+        assert_eq!(
+            (err.code(), err.field(), err.kind()),
+            ("LOCK_LINE_GONE", Some("lock_id"), RefusalKind::Conflict),
+            "{err}"
+        );
+        assert!(err.to_string().contains(says), "{err}");
+    }
+}
+
+#[test]
+fn issue32_6_the_live_lock_of_a_line_is_found_and_a_released_one_is_not() {
+    let reserved = BillLockEvent::BillLockReserved {
+        lock_id: 5,
+        station_id: 100,
+        month: "202609".into(),
+        order_id: 20,
+        line_id: 1,
+        publish_version: 2,
+        submit_round: 1,
+        at: t(),
+    };
+    let mut locks = BillLocks::default();
+    cqrs_es::Aggregate::apply(&mut locks, reserved);
+    assert_eq!(locks.live_hold_of(20, 1), Some(5));
+    assert_eq!(locks.live_hold_of(20, 2), None);
+    assert_eq!(locks.live_hold_of(21, 1), None);
+    cqrs_es::Aggregate::apply(
+        &mut locks,
+        BillLockEvent::BillLockActivated {
+            lock_id: 5,
+            at: t(),
+        },
+    );
+    assert_eq!(locks.live_hold_of(20, 1), Some(5));
+    cqrs_es::Aggregate::apply(
+        &mut locks,
+        BillLockEvent::BillLockReleased {
+            lock_id: 5,
+            at: t(),
+        },
+    );
+    assert_eq!(locks.live_hold_of(20, 1), None);
 }

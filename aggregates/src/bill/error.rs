@@ -122,6 +122,41 @@ pub enum BillError {
         given: i64,
         current: i64,
     },
+    /// Issue 32 item 6: a lock holds a line of an order that can still be paid; a
+    /// voided (or no-need-pay) order's line never held a payment.
+    #[error("payment order {order_id} is {status:?}; a lock holds a line of an order that can still be paid")]
+    LockOrderClosed {
+        order_id: i64,
+        status: OrderStatusCode,
+    },
+    /// Issue 32 item 6: the line a reserved lock holds is gone (removed, or its order
+    /// closed) since the reservation; such a lock is released, never activated.
+    #[error("lock {lock_id} holds line {line_id} of payment order {order_id}, which {why}; release the lock")]
+    LockLineGone {
+        lock_id: i64,
+        order_id: i64,
+        line_id: i64,
+        why: String,
+    },
+    /// Issue 32 item 6: a line held by a live lock is not removed (the lock would
+    /// hold nothing and still block its station-month).
+    #[error(
+        "line {line_id} is held by live lock {lock_id} of {station_month}; release the lock first"
+    )]
+    LineLocked {
+        line_id: i64,
+        lock_id: i64,
+        station_month: String,
+    },
+    /// Issue 32 item 6: an order whose lines are held by a live lock is not voided or
+    /// marked no-need-pay.
+    #[error("line {line_id} of the order is held by live lock {lock_id} of {station_month}; release the lock before the order is {action}")]
+    OrderLocked {
+        line_id: i64,
+        lock_id: i64,
+        station_month: String,
+        action: &'static str,
+    },
 }
 
 impl BillError {
@@ -165,6 +200,10 @@ impl BillError {
             Self::LockOrderNotFound(_) => "LOCK_ORDER_NOT_FOUND",
             Self::LockLineNotFound { .. } => "LOCK_LINE_NOT_FOUND",
             Self::LockPublishMismatch { .. } => "LOCK_PUBLISH_MISMATCH",
+            Self::LockOrderClosed { .. } => "LOCK_ORDER_CLOSED",
+            Self::LockLineGone { .. } => "LOCK_LINE_GONE",
+            Self::LineLocked { .. } => "LINE_LOCKED",
+            Self::OrderLocked { .. } => "ORDER_LOCKED",
         }
     }
 
@@ -208,6 +247,9 @@ impl BillError {
             }
             Self::LockLineNotFound { .. } => Some("line_id"),
             Self::LockPublishMismatch { field, .. } => Some(field),
+            Self::LockOrderClosed { .. } | Self::OrderLocked { .. } => Some("order_id"),
+            Self::LockLineGone { .. } => Some("lock_id"),
+            Self::LineLocked { .. } => Some("line_id"),
         }
     }
 

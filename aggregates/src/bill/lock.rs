@@ -3,12 +3,23 @@
 //! lock is activated, only a live one released. Projecting never changes a lock
 //! (R-BILL-6): these commands come from the payment flow. A replay of a reservation,
 //! activation or release that already took effect writes nothing.
+//!
+//! **A lock holds a live line (issue 14 F14, issue 32 item 6).** A lock names a line
+//! of another stream (its payment order), so the unit that writes it also reads the
+//! order (`crate::bill::commands` in the service): a reservation needs the line live,
+//! of its station-month, at the order's current publication, and the order not
+//! closed ([`check_hold`]); an activation needs the held line still there
+//! ([`check_held_line`]). The other way round, the order's unit reads the locks: a
+//! line held by a live lock is not removed, and its order is not voided or marked
+//! no-need-pay ([`BillLocks::live_hold_of`]). Those are reads of another stream, not
+//! writes to it, so two racing units can still slip past each other; a live lock
+//! whose line is gone is then a reconciliation finding (`bill_locks_hold_live_lines`).
 
 use super::commands::{BillLockCommand, LockAction, ReserveLock};
 use super::error::BillError;
 use super::events::{BillLockEvent, BILL_LOCK_AGGREGATE_TYPE};
 use super::month::YearMonth;
-use super::payment_order::PaymentOrder;
+use super::payment_order::{PaymentOrder, TERMINAL_STATUSES};
 use super::values::BillId;
 use crate::decide::{Decide, InvariantViolation, LedgerRef};
 use cqrs_es::event_sink::EventSink;
@@ -62,8 +73,11 @@ pub struct BillLocks {
 /// dead lock that still blocks real ones (`LOCK_HELD`) until released.
 pub fn check_hold(cmd: &ReserveLock, order: &PaymentOrder) -> Result<(), BillError> {
     let (order_id, line_id) = (cmd.order_id.get(), cmd.line_id.get());
-    if order.status.is_none() {
+    let Some(status) = order.status else {
         return Err(BillError::LockOrderNotFound(order_id));
+    };
+    if TERMINAL_STATUSES.contains(&status) {
+        return Err(BillError::LockOrderClosed { order_id, status });
     }
     let missing = |why| BillError::LockLineNotFound {
         order_id,
@@ -102,7 +116,42 @@ pub fn check_hold(cmd: &ReserveLock, order: &PaymentOrder) -> Result<(), BillErr
     Ok(())
 }
 
+/// Whether the line a lock holds is still there (issue 32 item 6): its order exists
+/// and is not closed (VOID, NO_NEED_PAY), and the line is on it and not removed. A
+/// reserved lock whose line is gone is refused activation (`LOCK_LINE_GONE`); it can
+/// only be released.
+pub fn check_held_line(
+    lock_id: i64,
+    hold: &LockHold,
+    order: &PaymentOrder,
+) -> Result<(), BillError> {
+    let gone = |why: String| BillError::LockLineGone {
+        lock_id,
+        order_id: hold.order_id,
+        line_id: hold.line_id,
+        why,
+    };
+    let Some(status) = order.status else {
+        return Err(gone("is on an order that does not exist".to_owned()));
+    };
+    if TERMINAL_STATUSES.contains(&status) {
+        return Err(gone(format!("is on an order now {status:?}")));
+    }
+    match order.lines.get(&hold.line_id) {
+        None => Err(gone("is not on the order".to_owned())),
+        Some(line) if line.removed => Err(gone("was removed".to_owned())),
+        Some(_) => Ok(()),
+    }
+}
+
 impl BillLocks {
+    /// The live lock holding line `line_id` of order `order_id`, if any.
+    pub fn live_hold_of(&self, order_id: i64, line_id: i64) -> Option<i64> {
+        self.live()
+            .filter(|(_, l)| l.hold.order_id == order_id && l.hold.line_id == line_id)
+            .map(|(id, _)| id)
+    }
+
     /// The live lock, if any (at most one, by the rule of this stream).
     pub fn live(&self) -> Option<(i64, &Lock)> {
         self.locks

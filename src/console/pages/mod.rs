@@ -72,6 +72,23 @@ fn safe_next(next: Option<&String>) -> String {
     }
 }
 
+/// Whether `next` holds a control character (CR, LF, …): it becomes the `Location`
+/// of the answer after sign-in, which cannot carry one (issue 32 item 7: it was a
+/// panic answered as a text 500). Such a `next` is refused ([`next_refused`]).
+fn next_unsafe(next: Option<&String>) -> bool {
+    next.is_some_and(|n| n.chars().any(char::is_control))
+}
+
+/// The 422 page of a `next` with a control character.
+fn next_refused() -> Response {
+    session::refused(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "INVALID_FIELD",
+        "next: the page after sign-in is a console path without control characters \
+         (CR, LF, tab, …)",
+    )
+}
+
 fn sign_in_form(next: &str, problem: Option<&str>) -> Response {
     let token = session::pre_token();
     let body = html! {
@@ -112,6 +129,9 @@ fn sign_in_form(next: &str, problem: Option<&str>) -> Response {
 }
 
 async fn sign_in_page(Query(q): Query<HashMap<String, String>>) -> Response {
+    if next_unsafe(q.get("next")) {
+        return next_refused();
+    }
     sign_in_form(&safe_next(q.get("next")), None)
 }
 
@@ -120,6 +140,9 @@ async fn sign_in(
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
+    if next_unsafe(form.get("next")) {
+        return next_refused();
+    }
     let next = safe_next(form.get("next"));
     let pre = cookie(&headers, PRE_COOKIE).unwrap_or_default();
     let sent = form.get("csrf").map(String::as_str).unwrap_or("");
@@ -137,13 +160,7 @@ async fn sign_in(
     let principal = match console.app.keys.authenticate(key).await {
         Ok(Some(p)) => p,
         Ok(None) => return sign_in_form(&next, Some("key: unknown or revoked API key")),
-        Err(e) => {
-            return session::refused(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "DATABASE_UNAVAILABLE",
-                &format!("the key could not be checked: {e:#}"),
-            )
-        }
+        Err(e) => return super::layout::key_check_failed(&e),
     };
     if principal.role == crate::infra::auth::Role::Service {
         return sign_in_form(

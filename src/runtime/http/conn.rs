@@ -46,6 +46,7 @@ pub async fn serve(
     limits: &HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let router = super::headers::every_answer(router);
     let slots = Arc::new(Semaphore::new(limits.connections_max));
     let rejecting = Arc::new(Semaphore::new(REJECTIONS_IN_FLIGHT_MAX));
     let (stop_tx, stop_rx) = watch::channel(());
@@ -192,7 +193,8 @@ async fn answer_over_cap(mut stream: TcpStream) -> std::io::Result<()> {
     let body = serde_json::to_vec(&problem.body()).unwrap_or_default();
     let answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\n\
-         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
+         content-length: {}\r\nretry-after: 1\r\nx-content-type-options: nosniff\r\n\
+         connection: close\r\n\r\n",
         body.len()
     );
     let write = async {

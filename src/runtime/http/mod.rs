@@ -4,6 +4,7 @@
 pub mod body;
 pub mod conn;
 pub mod contract;
+pub mod headers;
 pub mod limits;
 pub mod partition;
 pub mod problem;

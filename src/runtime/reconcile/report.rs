@@ -157,6 +157,10 @@ pub enum FindingKind {
     /// payment is not recorded on any order: the customer paid and got nothing yet.
     /// For a person (replay the callback, or refund); never repaired.
     PaymentNotApplied,
+    /// A live bill lock holds a line that is gone: removed, not on its order, or on an
+    /// order that is missing or closed (issue 32 item 6, `bill::reconcile`). It blocks
+    /// its station-month; for a person, never repaired.
+    BillLockLineGone,
 }
 
 impl FindingKind {
@@ -186,7 +190,8 @@ impl FindingKind {
             | ProviderReportMismatch
             | ProviderReportUnavailable
             | CandyMismatch
-            | PaymentNotApplied => FindingClass::Event,
+            | PaymentNotApplied
+            | BillLockLineGone => FindingClass::Event,
         }
     }
 }
