@@ -380,7 +380,8 @@ async fn rebuild_bench(
         // pass in global order; it must stay within the rebuild's own replay time.
         reset_peak_rss();
         let t = Instant::now();
-        let verified = factledger::infra::store::integrity::verify_log(&db.store, &db.db, None).await?;
+        let verified =
+            factledger::infra::store::integrity::verify_log(&db.store, &db.db, None).await?;
         let verify_s = t.elapsed().as_secs_f64();
         let verify_rss_mb = rss_kb("VmHWM:") as f64 / 1024.0;
         anyhow::ensure!(
