@@ -253,7 +253,23 @@ impl FromRequestParts<Console> for Session {
                 console.sessions.close(&id);
                 Err(to_sign_in())
             }
-            Err(e) => Err(super::layout::key_check_failed(&e)),
+            Err(e) => Err(key_check_failed(&e)),
         }
     }
+}
+
+/// The answer when an API key could not be checked (the database did not answer):
+/// the error goes to the service log under a fresh error id, never to the page
+/// (issue 32 item 7: a raw database error names tables and hosts).
+pub fn key_check_failed(e: &anyhow::Error) -> Response {
+    let error_id = uuid::Uuid::new_v4().simple().to_string();
+    tracing::error!(%error_id, error = %format!("{e:#}"), "console: an API key could not be checked");
+    refused(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "DATABASE_UNAVAILABLE",
+        &format!(
+            "the key could not be checked right now; retry shortly (error_id {error_id} \
+             identifies it in the service log)"
+        ),
+    )
 }

@@ -160,7 +160,7 @@ async fn sign_in(
     let principal = match console.app.keys.authenticate(key).await {
         Ok(Some(p)) => p,
         Ok(None) => return sign_in_form(&next, Some("key: unknown or revoked API key")),
-        Err(e) => return super::layout::key_check_failed(&e),
+        Err(e) => return super::session::key_check_failed(&e),
     };
     if principal.role == crate::infra::auth::Role::Service {
         return sign_in_form(
