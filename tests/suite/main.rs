@@ -56,6 +56,7 @@ mod journal_property;
 mod least_privilege;
 mod parsing;
 mod partitions;
+mod payment_password_load;
 mod platform_sync;
 mod projection;
 mod projector_property;
