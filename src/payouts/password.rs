@@ -10,9 +10,11 @@
 //! fewer than [`ATTEMPTS_MAX`] attempts are counted and no lock runs (the statement
 //! that counts the last one also starts the lock). So however many attempts arrive
 //! at once, at most [`ATTEMPTS_MAX`] are ever checked before the lock; the others are
-//! refused `LOCKED` without running argon2. A right password then takes its own
-//! count back (resets it), unless a lock has begun meanwhile: attempts that were
-//! admitted beside it used up the allowance, and the lock stands.
+//! refused `LOCKED` without running argon2. A right password then resets the count,
+//! unless a lock has begun meanwhile that it did not start: attempts admitted beside
+//! it used up the allowance, and the lock stands. Within one process a user's
+//! attempts also take turns ([`Gate`]'s per-user turn): counting before checking
+//! would otherwise let five concurrent *right* attempts lock their own user out.
 //!
 //! **Argon2 work is bounded** ([`Gate`]): every hash and every check holds a permit of
 //! one semaphore sized to the cores, for as long as argon2 runs (the permit moves into
@@ -30,6 +32,7 @@ use argon2::password_hash::{
 };
 use argon2::{Algorithm, Argon2, Block, Params, Version};
 use factledger_projections::table::{Cell, ColType, Column};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +49,11 @@ pub const PASSWORD_LEN_MAX: usize = 128;
 /// hashes' time (one is ~50 ms at the default cost), so a short burst queues and a
 /// flood is turned away instead of piling up behind the permits.
 pub const GATE_WAIT_MS: u64 = 2_000;
+/// How long an attempt waits for its user's turn (one attempt of a user is checked
+/// at a time in a process) before it is answered `BUSY`: long enough for a burst of
+/// one user's own requests (16 at once, each a few statements and one hash), well
+/// under the 30 s request timeout.
+pub const TURN_WAIT_MS: u64 = 10_000;
 /// The `Retry-After` of a `BUSY` answer.
 pub const BUSY_RETRY_AFTER_S: u64 = 1;
 
@@ -119,6 +127,27 @@ pub struct Gate {
     wait: Duration,
     /// argon2 memory, one buffer per permit at most, reused run after run.
     buffers: Arc<std::sync::Mutex<Vec<Vec<Block>>>>,
+    /// One turn per user with an attempt in progress (removed when its last holder
+    /// is done, so the map holds only users being checked now).
+    turns: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+}
+
+/// A user's turn to have an attempt checked (see [`Gate::turn`]).
+struct Turn {
+    turns: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    user_id: String,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        self.guard = None;
+        // Only the map and this turn's clone (now released) held it: nobody waits.
+        if turns.get(&self.user_id).is_some_and(|m| Arc::strong_count(m) == 1) {
+            turns.remove(&self.user_id);
+        }
+    }
 }
 
 impl Default for Gate {
@@ -136,12 +165,38 @@ impl Gate {
             permits: Arc::new(Semaphore::new(permits.max(1))),
             wait,
             buffers: Default::default(),
+            turns: Default::default(),
         }
     }
 
     /// Permits free now (tests, metrics).
     pub fn available(&self) -> usize {
         self.permits.available_permits()
+    }
+
+    /// Wait (at most [`TURN_WAIT_MS`]) until no other attempt of `user_id` is being
+    /// checked in this process.
+    async fn turn(&self, user_id: &str) -> Result<Turn, PasswordError> {
+        let mutex = {
+            let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+            turns.entry(user_id.to_owned()).or_default().clone()
+        };
+        let mut turn = Turn {
+            turns: self.turns.clone(),
+            user_id: user_id.to_owned(),
+            guard: None,
+        };
+        let wait = Duration::from_millis(TURN_WAIT_MS);
+        match tokio::time::timeout(wait, mutex.lock_owned()).await {
+            Ok(guard) => {
+                turn.guard = Some(guard);
+                Ok(turn)
+            }
+            Err(_) => {
+                metrics::counter!("factledger_payment_password_busy_total").increment(1);
+                Err(PasswordError::Busy)
+            }
+        }
     }
 
     async fn permit(&self) -> Result<OwnedSemaphorePermit, PasswordError> {
@@ -325,6 +380,7 @@ pub async fn verify(
     password: &str,
 ) -> Result<(), PasswordError> {
     let given = password.to_owned();
+    let _turn = gate.turn(user_id).await?;
     verify_by(db, user_id, |phc| {
         gate.run(move |hasher| {
             let parsed =
@@ -477,6 +533,28 @@ mod tests {
         let again = verify_by(&db, "u-1", |_| async { Ok(true) }).await;
         assert!(matches!(again, Err(PasswordError::Locked { .. })), "{again:?}");
         assert_eq!(checks.load(Ordering::SeqCst), before);
+    }
+
+    /// Counting before checking must not lock out a user whose concurrent attempts
+    /// are all right: within a process they take turns.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sixteen_concurrent_right_attempts_all_pass() {
+        let (db, _dir) = db().await;
+        let gate = Gate::new(2, Duration::from_secs(30));
+        let cost = Cost {
+            memory_kib: 1024,
+            iterations: 1,
+            lanes: 1,
+        };
+        set(&db, &gate, "u-1", "right-one", cost).await.unwrap();
+        let tries = (0..16).map(|_| {
+            let (db, gate) = (db.clone(), gate.clone());
+            tokio::spawn(async move { verify(&db, &gate, "u-1", "right-one").await })
+        });
+        for answer in futures::future::join_all(tries).await {
+            answer.unwrap().unwrap();
+        }
+        assert!(gate.turns.lock().unwrap().is_empty());
     }
 
     #[tokio::test]
