@@ -27,6 +27,7 @@ mod services_env;
 mod affiliate_api;
 mod affiliate_projections;
 mod api;
+mod api_key_seals;
 mod batch;
 mod bill_invariants;
 mod bill_order_status;
