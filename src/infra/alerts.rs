@@ -41,6 +41,9 @@ pub enum AlertKind {
     JobFenced,
     /// A projection stopped at an event and keeps failing on it.
     ProjectionStalled,
+    /// Failed authentications (API keys, console sign-ins) passed the per-minute
+    /// threshold: someone may be guessing keys.
+    AuthFailures,
 }
 
 impl AlertKind {
@@ -49,6 +52,7 @@ impl AlertKind {
             AlertKind::JobRetriesExhausted => "job.retries_exhausted",
             AlertKind::JobFenced => "job.fenced",
             AlertKind::ProjectionStalled => "projection.stalled",
+            AlertKind::AuthFailures => "auth.failures",
         }
     }
 }

@@ -28,6 +28,7 @@ mod affiliate_api;
 mod affiliate_projections;
 mod api;
 mod api_key_seals;
+mod auth_throttle;
 mod batch;
 mod bill_invariants;
 mod bill_order_status;
