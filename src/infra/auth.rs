@@ -216,7 +216,11 @@ impl KeyStore {
     /// Whether a row read with [`SEALED_ROW`] carries its valid seal; a row that does
     /// not is logged and counted (someone wrote `api_keys` without the key file).
     fn sealed(&self, row: &factledger_projections::table::MemRow) -> anyhow::Result<bool> {
-        let (key_id, key_hash, role) = (row.text("key_id")?, row.text("key_hash")?, row.text("role")?);
+        let (key_id, key_hash, role) = (
+            row.text("key_id")?,
+            row.text("key_hash")?,
+            row.text("role")?,
+        );
         let mac = row.opt_text("mac")?.unwrap_or_default();
         let ok = self.keyring.check_record(
             KEY_ROW_DOMAIN,
@@ -406,7 +410,11 @@ pub async fn seal_unsealed(db: &Db, keyring: &Keyring) -> anyhow::Result<u64> {
     let sql = "SELECT key_id, key_hash, role, mac FROM api_keys WHERE mac IS NULL";
     let mut sealed = 0;
     for row in db.fetch(sql, &[], SEALED_ROW).await? {
-        let (key_id, key_hash, role) = (row.text("key_id")?, row.text("key_hash")?, row.text("role")?);
+        let (key_id, key_hash, role) = (
+            row.text("key_id")?,
+            row.text("key_hash")?,
+            row.text("role")?,
+        );
         let mac = keyring.seal_record(KEY_ROW_DOMAIN, &seal_fields(&key_id, &key_hash, &role));
         sealed += db
             .exec(
@@ -416,7 +424,10 @@ pub async fn seal_unsealed(db: &Db, keyring: &Keyring) -> anyhow::Result<u64> {
             .await?;
     }
     if sealed > 0 {
-        tracing::warn!(sealed, "sealed the API keys made before key rows were sealed");
+        tracing::warn!(
+            sealed,
+            "sealed the API keys made before key rows were sealed"
+        );
     }
     Ok(sealed)
 }

@@ -144,7 +144,10 @@ impl Drop for Turn {
         let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
         self.guard = None;
         // Only the map and this turn's clone (now released) held it: nobody waits.
-        if turns.get(&self.user_id).is_some_and(|m| Arc::strong_count(m) == 1) {
+        if turns
+            .get(&self.user_id)
+            .is_some_and(|m| Arc::strong_count(m) == 1)
+        {
             turns.remove(&self.user_id);
         }
     }
@@ -370,7 +373,6 @@ const ROW: &[Column] = &[
     },
 ];
 
-
 /// Check `password` against the user's hash (under a [`Gate`] permit), counting the
 /// attempt atomically and locking after [`ATTEMPTS_MAX`] (see the module doc).
 pub async fn verify(
@@ -383,8 +385,7 @@ pub async fn verify(
     let _turn = gate.turn(user_id).await?;
     verify_by(db, user_id, |phc| {
         gate.run(move |hasher| {
-            let parsed =
-                PasswordHash::new(&phc).map_err(|e| PasswordError::Hash(e.to_string()))?;
+            let parsed = PasswordHash::new(&phc).map_err(|e| PasswordError::Hash(e.to_string()))?;
             Ok(hasher.verify_password(given.as_bytes(), &parsed).is_ok())
         })
     })
@@ -393,11 +394,7 @@ pub async fn verify(
 
 /// [`verify`] with the check given: `check(phc)` says whether the password matches
 /// the stored hash. It runs only for an attempt that was admitted and counted.
-pub(crate) async fn verify_by<F, Fut>(
-    db: &Db,
-    user_id: &str,
-    check: F,
-) -> Result<(), PasswordError>
+pub(crate) async fn verify_by<F, Fut>(db: &Db, user_id: &str, check: F) -> Result<(), PasswordError>
 where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = Result<bool, PasswordError>>,
@@ -531,7 +528,10 @@ mod tests {
         // The lock holds: the right password is refused unchecked.
         let before = checks.load(Ordering::SeqCst);
         let again = verify_by(&db, "u-1", |_| async { Ok(true) }).await;
-        assert!(matches!(again, Err(PasswordError::Locked { .. })), "{again:?}");
+        assert!(
+            matches!(again, Err(PasswordError::Locked { .. })),
+            "{again:?}"
+        );
         assert_eq!(checks.load(Ordering::SeqCst), before);
     }
 
@@ -566,7 +566,10 @@ mod tests {
         }
         verify_by(&db, "u-1", |_| async { Ok(true) }).await.unwrap();
         let r = verify_by(&db, "u-1", |_| async { Ok(false) }).await;
-        assert!(matches!(r, Err(PasswordError::Wrong { remaining: 4 })), "{r:?}");
+        assert!(
+            matches!(r, Err(PasswordError::Wrong { remaining: 4 })),
+            "{r:?}"
+        );
         // A lock that ended: the next attempt is checked with a fresh count.
         db.exec(
             "UPDATE payment_passwords SET failed_attempts = 5, locked_until_ms = 1",
@@ -575,7 +578,10 @@ mod tests {
         .await
         .unwrap();
         let r = verify_by(&db, "u-1", |_| async { Ok(false) }).await;
-        assert!(matches!(r, Err(PasswordError::Wrong { remaining: 4 })), "{r:?}");
+        assert!(
+            matches!(r, Err(PasswordError::Wrong { remaining: 4 })),
+            "{r:?}"
+        );
     }
 
     #[tokio::test]
@@ -617,8 +623,12 @@ mod tests {
         };
         let phc = hash(&gate, "secret-1", cost).await.unwrap();
         let parsed = PasswordHash::new(&phc).unwrap();
-        assert!(Argon2::default().verify_password(b"secret-1", &parsed).is_ok());
-        assert!(Argon2::default().verify_password(b"secret-2", &parsed).is_err());
+        assert!(Argon2::default()
+            .verify_password(b"secret-1", &parsed)
+            .is_ok());
+        assert!(Argon2::default()
+            .verify_password(b"secret-2", &parsed)
+            .is_err());
         let theirs = Argon2::new(Algorithm::Argon2id, Version::V0x13, params(cost).unwrap())
             .hash_password(b"secret-3", &SaltString::generate(&mut OsRng))
             .unwrap()

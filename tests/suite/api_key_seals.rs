@@ -42,7 +42,11 @@ async fn until_status(app: &common::app::App, secret: &str, want: u16) {
 }
 
 fn key_id_of(secret: &str) -> String {
-    secret.split('_').nth(1).expect("flk_<id>_<secret>").to_owned()
+    secret
+        .split('_')
+        .nth(1)
+        .expect("flk_<id>_<secret>")
+        .to_owned()
 }
 
 both_backends!(
@@ -116,11 +120,25 @@ both_backends!(
         .await
         .expect("serve starts without keys");
         assert!(started.admin_key.is_none(), "serve minted an admin key");
-        assert!(!dir.path().join(factledger::infra::auth::ADMIN_KEY_FILE).exists());
+        assert!(!dir
+            .path()
+            .join(factledger::infra::auth::ADMIN_KEY_FILE)
+            .exists());
         assert_eq!(factledger_db.keys.count_ever().await.unwrap(), 0);
         // `keys bootstrap` (an operator, with the key file) is the way back.
-        let key = factledger_db.keys.bootstrap().await.unwrap().expect("a new admin key");
-        assert!(started.state.keys.authenticate(&key.secret).await.unwrap().is_some());
+        let key = factledger_db
+            .keys
+            .bootstrap()
+            .await
+            .unwrap()
+            .expect("a new admin key");
+        assert!(started
+            .state
+            .keys
+            .authenticate(&key.secret)
+            .await
+            .unwrap()
+            .is_some());
     }
 );
 

@@ -31,7 +31,11 @@ both_backends!(
         let p = first.get("/console").await;
         assert_eq!(p.status, 303, "the auditor's oldest session survived");
         let p = operator.get("/console").await;
-        assert_eq!(p.status, 200, "another user's session was evicted: {}", p.html);
+        assert_eq!(
+            p.status, 200,
+            "another user's session was evicted: {}",
+            p.html
+        );
     }
 );
 

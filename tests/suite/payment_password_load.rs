@@ -51,7 +51,10 @@ async fn a_hundred_concurrent_password_sets_stay_within_200_mb_of_idle_rss() {
     assert_eq!(first.status(), 204);
     let idle = rss_kb(serve.pid);
     assert!(idle > 0, "no VmRSS for pid {}", serve.pid);
-    let (peak, done) = (Arc::new(AtomicU64::new(idle)), Arc::new(AtomicBool::new(false)));
+    let (peak, done) = (
+        Arc::new(AtomicU64::new(idle)),
+        Arc::new(AtomicBool::new(false)),
+    );
     let sampler = {
         let (peak, done, pid) = (peak.clone(), done.clone(), serve.pid);
         tokio::spawn(async move {
@@ -80,7 +83,11 @@ async fn a_hundred_concurrent_password_sets_stay_within_200_mb_of_idle_rss() {
     let set = answers.iter().filter(|(s, _, _)| *s == 204).count();
     for (status, body, retry_after) in &answers {
         if *status != 204 {
-            assert_eq!((*status, body["code"].as_str()), (503, Some("BUSY")), "{body}");
+            assert_eq!(
+                (*status, body["code"].as_str()),
+                (503, Some("BUSY")),
+                "{body}"
+            );
             assert_eq!(retry_after.as_ref().map(|v| v.to_str().unwrap()), Some("1"));
         }
     }

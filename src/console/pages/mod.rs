@@ -136,11 +136,19 @@ async fn sign_in(
         );
     }
     if let Err(retry_after_s) = console.app.limits.auth_failures.throttled(addr) {
-        return too_many("AUTH_THROTTLED", "too many failed sign-ins from this address", retry_after_s);
+        return too_many(
+            "AUTH_THROTTLED",
+            "too many failed sign-ins from this address",
+            retry_after_s,
+        );
     }
     let key = form.get("key").map(|k| k.trim()).unwrap_or("");
     if key.is_empty() || key.len() > 256 {
-        return sign_in_form(&console, &next, Some("key: give the API key (1 to 256 characters)"));
+        return sign_in_form(
+            &console,
+            &next,
+            Some("key: give the API key (1 to 256 characters)"),
+        );
     }
     let principal = match console.app.keys.authenticate(key).await {
         Ok(Some(p)) => p,
@@ -158,7 +166,11 @@ async fn sign_in(
     };
     // A sign-in is a request of its key: it takes a token like an API call.
     if let Err(retry_after_s) = console.app.limits.rate.check(&principal.key_id) {
-        return too_many("RATE_LIMITED", "this API key signed in more often than its rate allows", retry_after_s);
+        return too_many(
+            "RATE_LIMITED",
+            "this API key signed in more often than its rate allows",
+            retry_after_s,
+        );
     }
     if principal.role == crate::infra::auth::Role::Service {
         return sign_in_form(
@@ -176,7 +188,10 @@ async fn sign_in(
             .sessions
             .cookie(COOKIE, &id, console.sessions.life_secs()),
     );
-    h.append(header::SET_COOKIE, console.sessions.cookie(PRE_COOKIE, "", 0));
+    h.append(
+        header::SET_COOKIE,
+        console.sessions.cookie(PRE_COOKIE, "", 0),
+    );
     resp
 }
 

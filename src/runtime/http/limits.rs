@@ -310,9 +310,7 @@ pub fn auth_throttled(retry_after_s: u64) -> Problem {
     Problem::new(
         StatusCode::TOO_MANY_REQUESTS,
         "AUTH_THROTTLED",
-        format!(
-            "too many failed authentications from this address; retry in {retry_after_s} s"
-        ),
+        format!("too many failed authentications from this address; retry in {retry_after_s} s"),
     )
     .retry_after(retry_after_s)
 }
@@ -550,8 +548,14 @@ mod tests {
         }
         // Empty: a peek says so and takes nothing; the next token is 30 s away.
         assert_eq!(limiter.take_at("ip", t0, false), Err(30));
-        assert_eq!(limiter.take_at("ip", t0 + Duration::from_secs(29), false), Err(1));
-        assert_eq!(limiter.take_at("ip", t0 + Duration::from_secs(30), false), Ok(()));
+        assert_eq!(
+            limiter.take_at("ip", t0 + Duration::from_secs(29), false),
+            Err(1)
+        );
+        assert_eq!(
+            limiter.take_at("ip", t0 + Duration::from_secs(30), false),
+            Ok(())
+        );
         // A peek at an address never seen holds no bucket.
         assert_eq!(limiter.take_at("new", t0, false), Ok(()));
         assert_eq!(limiter.len(), 1);
