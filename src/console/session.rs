@@ -1,7 +1,16 @@
 //! Console sessions: sign-in with an API key, kept server-side; the browser holds a
-//! random 256-bit session id in the `fl_console` cookie (HttpOnly, SameSite=Strict,
-//! Path=/console, Max-Age the session's life), never the key itself.
+//! random 256-bit session id in the `fl_console` cookie (Secure, HttpOnly,
+//! SameSite=Strict, Path=/console, Max-Age the session's life), never the key itself.
 //!
+//! - The cookies are `Secure`: a browser sends them over HTTPS only. For development
+//!   over plain HTTP on loopback, `FACTLEDGER_CONSOLE_INSECURE_COOKIE=1` leaves the
+//!   flag off (a browser drops a `Secure` cookie an `http://` page sets, except on
+//!   `localhost`, so the console could not be signed in to at all).
+//! - Sessions are capped per key ([`SESSIONS_PER_KEY_MAX`]): a sign-in beyond the
+//!   cap ends the oldest session *of that key*, never another user's; and a sign-in
+//!   takes a token of the key's rate limit like an API request (issue 32 item 5: one
+//!   auditor key signing in 10,050 times used to sign everyone else out).
+//!   [`SESSIONS_MAX`] still bounds all sessions, for many keys at their cap.
 //! - A session ends at its expiry ([`SESSION_SECS_DEFAULT`], or
 //!   `FACTLEDGER_CONSOLE_SESSION_SECS`), at sign-out, or when its key is revoked: the
 //!   key is authenticated again on every request (the key cache's 1 s), and the API
@@ -31,6 +40,12 @@ pub const PRE_COOKIE: &str = "fl_console_pre";
 pub const SESSION_SECS_DEFAULT: i64 = 8 * 3600;
 /// Sessions held at once; beyond, the oldest to expire is dropped.
 pub const SESSIONS_MAX: usize = 10_000;
+/// Sessions of one key at once: a person's browsers and devices, with room to spare;
+/// beyond, the key's oldest session ends.
+pub const SESSIONS_PER_KEY_MAX: usize = 16;
+/// The environment variable that leaves the cookies' `Secure` flag off (plain-HTTP
+/// development on loopback; see the module doc).
+pub const INSECURE_COOKIE_ENV: &str = "FACTLEDGER_CONSOLE_INSECURE_COOKIE";
 
 /// One signed-in browser.
 #[derive(Clone)]
@@ -43,6 +58,8 @@ pub struct SessionData {
 
 pub struct Sessions {
     life_secs: i64,
+    /// Whether the cookies carry `Secure` (see [`INSECURE_COOKIE_ENV`]).
+    secure: bool,
     by_id: Mutex<HashMap<String, SessionData>>,
 }
 
@@ -59,10 +76,33 @@ impl Sessions {
             .and_then(|v| v.parse::<i64>().ok())
             .filter(|s| *s > 0)
             .unwrap_or(SESSION_SECS_DEFAULT);
+        let insecure = std::env::var(INSECURE_COOKIE_ENV)
+            .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+        if insecure {
+            tracing::warn!(
+                "{INSECURE_COOKIE_ENV} is set: console cookies are not Secure (plain-HTTP \
+                 development only)"
+            );
+        }
         Sessions {
             life_secs,
+            secure: !insecure,
             by_id: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// `Set-Cookie` for one of the console's cookies: [`session_cookie`] with this
+    /// service's `Secure` setting.
+    pub fn cookie(&self, name: &str, value: &str, max_age_secs: i64) -> HeaderValue {
+        session_cookie(name, value, max_age_secs, self.secure)
+    }
+
+    /// Sessions held now of `key_id` (tests).
+    pub fn count_of(&self, key_id: &str) -> usize {
+        self.map()
+            .values()
+            .filter(|s| s.principal.key_id == key_id)
+            .count()
     }
 
     pub fn life_secs(&self) -> i64 {
@@ -79,6 +119,21 @@ impl Sessions {
         let id = random_hex();
         let mut map = self.map();
         map.retain(|_, s| s.expires_at_ms > now);
+        let key_id = &principal.key_id;
+        let of_key = map
+            .values()
+            .filter(|s| &s.principal.key_id == key_id)
+            .count();
+        if of_key >= SESSIONS_PER_KEY_MAX {
+            if let Some(oldest) = map
+                .iter()
+                .filter(|(_, s)| &s.principal.key_id == key_id)
+                .min_by_key(|(_, s)| s.expires_at_ms)
+                .map(|(k, _)| k.clone())
+            {
+                map.remove(&oldest);
+            }
+        }
         if map.len() >= SESSIONS_MAX {
             if let Some(oldest) = map
                 .iter()
@@ -130,10 +185,12 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-/// `Set-Cookie` for the session: HttpOnly, SameSite=Strict, scoped to `/console`.
-pub fn session_cookie(name: &str, value: &str, max_age_secs: i64) -> HeaderValue {
+/// `Set-Cookie` for a console cookie: HttpOnly, SameSite=Strict, scoped to
+/// `/console`, and `Secure` unless `secure` is false (see the module doc).
+pub fn session_cookie(name: &str, value: &str, max_age_secs: i64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
-        "{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}"
+        "{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{secure}"
     ))
     .expect("cookie values are hex")
 }

@@ -43,6 +43,9 @@ pub enum AlertKind {
     ProjectionStalled,
     /// A callback provider's stored, unhandled callbacks reached the inbox's cap.
     CallbackBacklog,
+    /// Failed authentications (API keys, console sign-ins) passed the per-minute
+    /// threshold: someone may be guessing keys.
+    AuthFailures,
 }
 
 impl AlertKind {
@@ -52,6 +55,7 @@ impl AlertKind {
             AlertKind::JobFenced => "job.fenced",
             AlertKind::ProjectionStalled => "projection.stalled",
             AlertKind::CallbackBacklog => "callback.backlog",
+            AlertKind::AuthFailures => "auth.failures",
         }
     }
 }

@@ -7,13 +7,27 @@
 //! repairing reconciliations, job controls, `UNFINISHED` bill refreshes — need
 //! `operator` or `admin` ([`Role::can_operate`]); `auditor` only reads (and verifies).
 //!
-//! **The first admin key** (F9): `serve` mints one only while the `api_keys` table has
-//! never held a row ([`bootstrap_admin`]); once any key has existed — revoked ones
-//! count — it starts without minting and leaves the key file alone, so revoking every
-//! key never hands a fresh admin key to whoever restarts the process. Recovering
-//! from "no admin left" is the explicit `factledger keys bootstrap`
-//! ([`KeyStore::bootstrap`]), which needs database access and refuses while an
-//! unrevoked admin key exists.
+//! **Key rows are sealed** (issue 32 item 5): every `api_keys` row carries `mac`, an
+//! HMAC of its key id, key hash and role under a chain key of the integrity keyring
+//! (the key file outside the database: `store::integrity::keys`), and
+//! [`KeyStore::authenticate`] refuses a row whose seal is missing or wrong. So write
+//! access to the database alone cannot add a key, nor raise a key's role: an
+//! inserted or edited row is refused (logged, and counted in
+//! `factledger_auth_key_rows_refused_total`). Rows made before the seal existed are
+//! sealed once, by the process that applies migration [`KEY_MAC_MIGRATION`]
+//! ([`seal_unsealed`]). What a seal does not cover: `revoked_at` (clearing it
+//! brings a revoked key back; the revocation's admin-log event still records it)
+//! and a row deleted.
+//!
+//! **The first admin key** (F9): `serve` mints one only on a fresh install: the
+//! `api_keys` table has never held a row *and* the log has no event
+//! ([`bootstrap_admin`]). Once any key has existed — revoked ones count — or the log
+//! has history, it starts without minting and leaves the key file alone, so neither
+//! revoking every key nor emptying `api_keys` hands a fresh admin key to whoever
+//! restarts the process. Recovering from "no admin left" is the explicit, audited
+//! `factledger keys bootstrap` ([`KeyStore::bootstrap`]), which needs database
+//! access and the key file, and refuses while an unrevoked (validly sealed) admin
+//! key exists.
 //!
 //! **Cache** (issue 19, item 5): an accepted key is remembered for
 //! [`AUTH_CACHE_TTL_MS`], so a busy caller costs one `api_keys` read per second
@@ -24,6 +38,7 @@
 //! ([`AUTH_CACHE_KEYS_MAX`]: emptied when full).
 
 use crate::infra::db::{rfc3339_of, Db, Get};
+use crate::infra::store::Keyring;
 use chrono::Utc;
 use factledger_projections::table::{Cell, ColType, Column};
 use rand::Rng;
@@ -31,7 +46,19 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The domain of an `api_keys` row's seal (never equal to an event hash's input).
+const KEY_ROW_DOMAIN: &str = "factledger-api-key/1";
+/// The migration that added `api_keys.mac`: the process that applies it seals the
+/// rows that existed before ([`seal_unsealed`]).
+pub const KEY_MAC_MIGRATION: i64 = 25;
+
+/// The seal of one key row's fields.
+fn seal_fields<'a>(key_id: &'a str, key_hash: &'a str, role: &'a str) -> [&'a str; 3] {
+    [key_id, key_hash, role]
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -142,6 +169,8 @@ pub struct KeyInfo {
 #[derive(Clone)]
 pub struct KeyStore {
     db: Db,
+    /// Seals and checks key rows (see the module doc).
+    keyring: Arc<Keyring>,
     /// Accepted keys by their hash, with when they were read (see the module doc).
     cache: std::sync::Arc<std::sync::Mutex<HashMap<String, (Principal, Instant)>>>,
 }
@@ -154,15 +183,60 @@ pub const AUTH_CACHE_KEYS_MAX: usize = 10_000;
 /// `SELECT COUNT(*) …` as one integer.
 const COUNT_EVER: &str = "SELECT COUNT(*) FROM api_keys";
 const COUNT_ACTIVE: &str = "SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL";
-const COUNT_ACTIVE_ADMINS: &str =
-    "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL";
+
+/// A key row as read for checking its seal.
+const SEALED_ROW: &[Column] = &[
+    Column {
+        name: "key_id",
+        ty: ColType::Text,
+    },
+    Column {
+        name: "key_hash",
+        ty: ColType::Text,
+    },
+    Column {
+        name: "role",
+        ty: ColType::Text,
+    },
+    Column {
+        name: "mac",
+        ty: ColType::OptText,
+    },
+];
 
 impl KeyStore {
-    pub fn new(db: Db) -> KeyStore {
+    pub fn new(db: Db, keyring: Arc<Keyring>) -> KeyStore {
         KeyStore {
             db,
+            keyring,
             cache: Default::default(),
         }
+    }
+
+    /// Whether a row read with [`SEALED_ROW`] carries its valid seal; a row that does
+    /// not is logged and counted (someone wrote `api_keys` without the key file).
+    fn sealed(&self, row: &factledger_projections::table::MemRow) -> anyhow::Result<bool> {
+        let (key_id, key_hash, role) = (
+            row.text("key_id")?,
+            row.text("key_hash")?,
+            row.text("role")?,
+        );
+        let mac = row.opt_text("mac")?.unwrap_or_default();
+        let ok = self.keyring.check_record(
+            KEY_ROW_DOMAIN,
+            &seal_fields(&key_id, &key_hash, &role),
+            &mac,
+        );
+        if !ok {
+            tracing::error!(
+                key_id = %key_id,
+                role = %role,
+                "an api_keys row without a valid seal was refused: it was not written by \
+                 factledger with this deployment's integrity key file"
+            );
+            metrics::counter!("factledger_auth_key_rows_refused_total").increment(1);
+        }
+        Ok(ok)
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Principal, Instant)>> {
@@ -171,13 +245,20 @@ impl KeyStore {
 
     pub async fn create(&self, role: Role) -> anyhow::Result<NewKey> {
         let key = generate(role);
+        let key_hash = hash_key(&key.secret);
+        let mac = self.keyring.seal_record(
+            KEY_ROW_DOMAIN,
+            &seal_fields(&key.key_id, &key_hash, role.as_str()),
+        );
         let args = [
             Cell::text(&key.key_id),
-            Cell::text(hash_key(&key.secret)),
+            Cell::text(key_hash),
             Cell::text(role.as_str()),
             self.db.dialect().datetime(&Utc::now()),
+            Cell::text(mac),
         ];
-        let sql = "INSERT INTO api_keys (key_id, key_hash, role, created_at) VALUES (?, ?, ?, ?)";
+        let sql = "INSERT INTO api_keys (key_id, key_hash, role, created_at, mac) \
+                   VALUES (?, ?, ?, ?, ?)";
         self.db.exec(sql, &args).await?;
         Ok(key)
     }
@@ -191,18 +272,9 @@ impl KeyStore {
         Ok(revoked)
     }
 
-    /// The active principal a presented secret belongs to, if any.
+    /// The active principal a presented secret belongs to, if any: a row with a
+    /// valid seal (see the module doc).
     pub async fn authenticate(&self, secret: &str) -> anyhow::Result<Option<Principal>> {
-        const PRINCIPAL: &[Column] = &[
-            Column {
-                name: "key_id",
-                ty: ColType::Text,
-            },
-            Column {
-                name: "role",
-                ty: ColType::Text,
-            },
-        ];
         let hash = hash_key(secret);
         let ttl = Duration::from_millis(AUTH_CACHE_TTL_MS);
         if let Some((p, at)) = self.cache().get(&hash) {
@@ -210,11 +282,15 @@ impl KeyStore {
                 return Ok(Some(p.clone()));
             }
         }
-        let sql = "SELECT key_id, role FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL";
+        let sql = "SELECT key_id, key_hash, role, mac FROM api_keys \
+                   WHERE key_hash = ? AND revoked_at IS NULL";
         let args = [Cell::text(hash.clone())];
-        let Some(row) = self.db.fetch_optional(sql, &args, PRINCIPAL).await? else {
-            self.cache().remove(&hash);
-            return Ok(None);
+        let row = match self.db.fetch_optional(sql, &args, SEALED_ROW).await? {
+            Some(row) if self.sealed(&row)? => row,
+            _ => {
+                self.cache().remove(&hash);
+                return Ok(None);
+            }
         };
         let principal = Principal {
             key_id: row.text("key_id")?,
@@ -233,9 +309,16 @@ impl KeyStore {
         Ok(self.db.fetch_i64(COUNT_EVER, &[]).await?)
     }
 
-    /// Unrevoked admin keys.
+    /// Unrevoked admin keys with a valid seal (an inserted admin row does not
+    /// count, so it cannot hold off `keys bootstrap`).
     pub async fn count_active_admins(&self) -> anyhow::Result<i64> {
-        Ok(self.db.fetch_i64(COUNT_ACTIVE_ADMINS, &[]).await?)
+        let sql = "SELECT key_id, key_hash, role, mac FROM api_keys \
+                   WHERE role = 'admin' AND revoked_at IS NULL";
+        let mut n = 0;
+        for row in self.db.fetch(sql, &[], SEALED_ROW).await? {
+            n += i64::from(self.sealed(&row)?);
+        }
+        Ok(n)
     }
 
     /// `factledger keys bootstrap`: a new admin key when no unrevoked admin key
@@ -292,21 +375,61 @@ impl KeyStore {
 /// File the first admin key is written to (mode 0600), in the working directory.
 pub const ADMIN_KEY_FILE: &str = "factledger-admin.key";
 
-/// On the very first start (the key table has never held a row, revoked keys
-/// included) create an admin key, write it to [`ADMIN_KEY_FILE`] with mode 0600 and
-/// return it so the caller prints it once. Otherwise create nothing and leave the
-/// file alone (F9; see the module doc).
+/// On a fresh install (the key table has never held a row, revoked keys included,
+/// and the log's head is 0: no event) create an admin key, write it to
+/// [`ADMIN_KEY_FILE`] with mode 0600 and return it so the caller prints it once.
+/// Otherwise create nothing and leave the file alone (F9, issue 32 item 5; see the
+/// module doc).
 pub async fn bootstrap_admin(
     keys: &KeyStore,
     dir: &std::path::Path,
+    log_head: i64,
 ) -> anyhow::Result<Option<NewKey>> {
     if keys.count_ever().await? > 0 {
+        return Ok(None);
+    }
+    if log_head > 0 {
+        tracing::error!(
+            log_head,
+            "api_keys is empty but the log has history: no admin key is minted; an \
+             operator with the database and the integrity key file runs \
+             `factledger keys bootstrap` (audited)"
+        );
         return Ok(None);
     }
     let key = keys.create(Role::Admin).await?;
     let path = dir.join(ADMIN_KEY_FILE);
     write_secret_file(&path, &key.secret)?;
     Ok(Some(key))
+}
+
+/// Seal the `api_keys` rows that have no seal yet: only the process that applies
+/// migration [`KEY_MAC_MIGRATION`] calls it, right after applying it, so the rows it
+/// seals are the ones that existed before seals did. Returns how many it sealed.
+pub async fn seal_unsealed(db: &Db, keyring: &Keyring) -> anyhow::Result<u64> {
+    let sql = "SELECT key_id, key_hash, role, mac FROM api_keys WHERE mac IS NULL";
+    let mut sealed = 0;
+    for row in db.fetch(sql, &[], SEALED_ROW).await? {
+        let (key_id, key_hash, role) = (
+            row.text("key_id")?,
+            row.text("key_hash")?,
+            row.text("role")?,
+        );
+        let mac = keyring.seal_record(KEY_ROW_DOMAIN, &seal_fields(&key_id, &key_hash, &role));
+        sealed += db
+            .exec(
+                "UPDATE api_keys SET mac = ? WHERE key_id = ? AND mac IS NULL",
+                &[Cell::text(mac), Cell::text(key_id)],
+            )
+            .await?;
+    }
+    if sealed > 0 {
+        tracing::warn!(
+            sealed,
+            "sealed the API keys made before key rows were sealed"
+        );
+    }
+    Ok(sealed)
 }
 
 pub(crate) fn write_secret_file(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
@@ -341,12 +464,12 @@ mod tests {
             .unwrap();
         sqlx::query(
             "CREATE TABLE api_keys (key_id TEXT PRIMARY KEY, key_hash TEXT NOT NULL, \
-             role TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT)",
+             role TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT, mac TEXT)",
         )
         .execute(&pool)
         .await
         .unwrap();
-        KeyStore::new(Db::Sqlite(pool))
+        KeyStore::new(Db::Sqlite(pool), Arc::new(Keyring::generate()))
     }
 
     #[tokio::test]

@@ -82,6 +82,7 @@ fn password_problem(e: PasswordError) -> Problem {
             Problem::new(StatusCode::LOCKED, e.code(), e.to_string()).field("payment_password")
         }
         PasswordError::Invalid => Problem::invalid(e.code(), "payment_password", e.to_string()),
+        PasswordError::Busy => password::busy_problem(&e),
         PasswordError::Hash(_) | PasswordError::Db(_) => Problem::internal(e.to_string()),
     }
 }
@@ -110,7 +111,8 @@ async fn admit(
         .map_err(|e| Problem::invalid("INVALID_FIELD", "amount_minor", e.rule))?;
     let currency = Currency::parse(&body.currency)
         .map_err(|e| Problem::invalid("INVALID_FIELD", "currency", e.rule))?;
-    password::verify(&state.db, user_id.as_str(), &body.payment_password)
+    let gate = &payouts.password_gate;
+    password::verify(&state.db, gate, user_id.as_str(), &body.payment_password)
         .await
         .map_err(password_problem)?;
     let profile = load::<PayoutProfile>(&state.store, user_id.as_str())

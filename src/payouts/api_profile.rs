@@ -79,7 +79,7 @@ async fn profile_command(
 /// Set or replace the user's payment password (clears a lock).
 #[utoipa::path(put, path = "/v1/users/{user_id}/payment-password", request_body = PasswordBody,
     params(("user_id" = String, Path, description = "The user")),
-    responses((status = 204), (status = 422, body = ProblemBody)), security(("bearer" = [])))]
+    responses((status = 204), (status = 422, body = ProblemBody), (status = 503, body = ProblemBody)), security(("bearer" = [])))]
 pub async fn set_password(
     State(state): State<AppState>,
     caller: Caller,
@@ -89,13 +89,15 @@ pub async fn set_password(
     caller.require_write()?;
     let user_id = parse_id("user_id", &user_id)?;
     let body: PasswordBody = body.parse()?;
-    let cost = state.part::<Payouts>()?.password_cost;
-    password::set(&state.db, user_id.as_str(), &body.password, cost)
+    let payouts = state.part::<Payouts>()?;
+    let (gate, cost) = (&payouts.password_gate, payouts.password_cost);
+    password::set(&state.db, gate, user_id.as_str(), &body.password, cost)
         .await
         .map_err(|e| match e {
             password::PasswordError::Invalid => {
                 Problem::invalid(e.code(), "password", e.to_string())
             }
+            password::PasswordError::Busy => password::busy_problem(&e),
             other => Problem::internal(other.to_string()),
         })?;
     tracing::info!(user_id = user_id.as_str(), "payment password set");

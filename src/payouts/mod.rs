@@ -32,6 +32,8 @@ pub struct Payouts {
     pub provider_name: String,
     pub policy: Arc<policy::PayoutPolicy>,
     pub password_cost: password::Cost,
+    /// The bound on argon2 work, shared by every hash and check of this service.
+    pub password_gate: password::Gate,
 }
 
 impl Default for Payouts {
@@ -40,6 +42,7 @@ impl Default for Payouts {
             provider_name: "xendit".into(),
             policy: Arc::new(policy::PayoutPolicy::default()),
             password_cost: password::Cost::default(),
+            password_gate: password::Gate::default(),
         }
     }
 }

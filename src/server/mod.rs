@@ -425,7 +425,9 @@ pub async fn start_with(
     // The first admin key of an empty database is not an admin *action* (nobody took
     // it; see `admin_log`), so it is not recorded as an event: the log of a fresh
     // ledger starts with its first business event.
-    let admin_key = crate::infra::auth::bootstrap_admin(&db.keys, key_dir).await?;
+    // Never on a database with history (issue 32 item 5): that is `keys bootstrap`.
+    let log_head = db.store.head_position().await?;
+    let admin_key = crate::infra::auth::bootstrap_admin(&db.keys, key_dir, log_head).await?;
     if let Some(config) = options.payout_provider_config.clone() {
         if options.payout_provider.is_none() {
             options.payout_provider = Some(payouts::xendit_provider(&config)?);

@@ -54,6 +54,7 @@ both_backends!(
             .find(|c| c.starts_with("fl_console="))
             .unwrap();
         for flag in [
+            "Secure",
             "HttpOnly",
             "SameSite=Strict",
             "Path=/console",

@@ -15,6 +15,7 @@ mod withdrawals;
 
 use super::session::{self, cookie, Session, COOKIE, PRE_COOKIE};
 use super::Console;
+use crate::runtime::http::limits::ClientAddr;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -89,7 +90,7 @@ fn next_refused() -> Response {
     )
 }
 
-fn sign_in_form(next: &str, problem: Option<&str>) -> Response {
+fn sign_in_form(console: &Console, next: &str, problem: Option<&str>) -> Response {
     let token = session::pre_token();
     let body = html! {
         (DOCTYPE)
@@ -121,22 +122,26 @@ fn sign_in_form(next: &str, problem: Option<&str>) -> Response {
         status,
         [(
             header::SET_COOKIE,
-            session::session_cookie(PRE_COOKIE, &token, 600),
+            console.sessions.cookie(PRE_COOKIE, &token, 600),
         )],
         body,
     )
         .into_response()
 }
 
-async fn sign_in_page(Query(q): Query<HashMap<String, String>>) -> Response {
+async fn sign_in_page(
+    State(console): State<Console>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
     if next_unsafe(q.get("next")) {
         return next_refused();
     }
-    sign_in_form(&safe_next(q.get("next")), None)
+    sign_in_form(&console, &safe_next(q.get("next")), None)
 }
 
 async fn sign_in(
     State(console): State<Console>,
+    ClientAddr(addr): ClientAddr,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
@@ -153,17 +158,40 @@ async fn sign_in(
             "the sign-in form's csrf token is missing or does not match: open the sign-in page again",
         );
     }
+    if let Err(retry_after_s) = console.app.limits.auth_failures.throttled(addr) {
+        return too_many(
+            "AUTH_THROTTLED",
+            "too many failed sign-ins from this address",
+            retry_after_s,
+        );
+    }
     let key = form.get("key").map(|k| k.trim()).unwrap_or("");
     if key.is_empty() || key.len() > 256 {
-        return sign_in_form(&next, Some("key: give the API key (1 to 256 characters)"));
+        return sign_in_form(
+            &console,
+            &next,
+            Some("key: give the API key (1 to 256 characters)"),
+        );
     }
     let principal = match console.app.keys.authenticate(key).await {
         Ok(Some(p)) => p,
-        Ok(None) => return sign_in_form(&next, Some("key: unknown or revoked API key")),
+        Ok(None) => {
+            crate::runtime::http::auth_failed(&console.app, addr, "console");
+            return sign_in_form(&console, &next, Some("key: unknown or revoked API key"));
+        }
         Err(e) => return super::session::key_check_failed(&e),
     };
+    // A sign-in is a request of its key: it takes a token like an API call.
+    if let Err(retry_after_s) = console.app.limits.rate.check(&principal.key_id) {
+        return too_many(
+            "RATE_LIMITED",
+            "this API key signed in more often than its rate allows",
+            retry_after_s,
+        );
+    }
     if principal.role == crate::infra::auth::Role::Service {
         return sign_in_form(
+            &console,
             &next,
             Some("key: a service key is for machines; sign in with an admin, operator or auditor key"),
         );
@@ -173,12 +201,26 @@ async fn sign_in(
     let h = resp.headers_mut();
     h.append(
         header::SET_COOKIE,
-        session::session_cookie(COOKIE, &id, console.sessions.life_secs()),
+        console
+            .sessions
+            .cookie(COOKIE, &id, console.sessions.life_secs()),
     );
     h.append(
         header::SET_COOKIE,
-        session::session_cookie(PRE_COOKIE, "", 0),
+        console.sessions.cookie(PRE_COOKIE, "", 0),
     );
+    resp
+}
+
+/// A sign-in refused for its rate: 429 with `Retry-After`.
+fn too_many(code: &str, what: &str, retry_after_s: u64) -> Response {
+    let mut resp = session::refused(
+        StatusCode::TOO_MANY_REQUESTS,
+        code,
+        &format!("{what}; retry in {retry_after_s} s"),
+    );
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, retry_after_s.into());
     resp
 }
 
@@ -198,6 +240,6 @@ async fn sign_out(
     console.sessions.close(&session.id);
     let mut resp = Redirect::to("/console/sign-in").into_response();
     resp.headers_mut()
-        .append(header::SET_COOKIE, session::session_cookie(COOKIE, "", 0));
+        .append(header::SET_COOKIE, console.sessions.cookie(COOKIE, "", 0));
     resp
 }

@@ -101,6 +101,21 @@ impl ChainKey {
     }
 }
 
+impl ChainKey {
+    /// HMAC-SHA-256 of a record that is not an event (an `api_keys` row: see
+    /// `infra::auth`), hex: over `domain` (so it never equals an event hash) and each
+    /// field length-prefixed.
+    pub fn mac_record(&self, domain: &str, fields: &[&str]) -> String {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.secret)
+            .expect("HMAC takes a key of any length");
+        for field in std::iter::once(domain).chain(fields.iter().copied()) {
+            mac.update(&(field.len() as u64).to_be_bytes());
+            mac.update(field.as_bytes());
+        }
+        hex::encode(mac.finalize().into_bytes())
+    }
+}
+
 /// The hash of a row sealed before chains were keyed ([`LEGACY_KEY_ID`]): plain SHA-256
 /// over the same fields. Only verification computes it.
 pub fn legacy_hash(e: &Hashed) -> String {

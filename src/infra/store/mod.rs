@@ -704,6 +704,16 @@ pub(crate) fn migrations_pending(
         })
 }
 
+/// Whether applying the pending migrations applies `version` (not yet applied with
+/// success): the process that does is the one to run that version's one-time step
+/// (`auth::seal_unsealed` for `auth::KEY_MAC_MIGRATION`).
+pub(crate) fn applies(applied: &Option<Vec<(i64, Vec<u8>, bool)>>, version: i64) -> bool {
+    !applied
+        .iter()
+        .flatten()
+        .any(|(v, _, ok)| *v == version && *ok)
+}
+
 /// Verify one stream's chain, or every stream's and the whole log's without anchors
 /// (see [`integrity::verify_log`] for the check against anchors).
 pub async fn verify(

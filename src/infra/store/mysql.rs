@@ -189,9 +189,16 @@ impl MysqlStore {
         .fetch_all(&pool)
         .await
         .ok();
+        let seals_keys = super::applies(&applied, crate::infra::auth::KEY_MAC_MIGRATION);
         match (super::migrations_pending(&MIGRATOR, applied), replica) {
             (false, _) => {}
-            (true, false) => MIGRATOR.run(&pool).await?,
+            (true, false) => {
+                MIGRATOR.run(&pool).await?;
+                if seals_keys {
+                    let db = crate::infra::db::Db::Mysql(pool.clone());
+                    crate::infra::auth::seal_unsealed(&db, &keyring).await?;
+                }
+            }
             (true, true) => anyhow::bail!(
                 "the read replica has not (yet) replicated every migration of this version: \
                  wait for it to catch up, or check its replication"

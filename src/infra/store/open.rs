@@ -60,18 +60,18 @@ pub async fn open_replica(
 pub async fn open_with(url: &str, keyring: Arc<Keyring>) -> anyhow::Result<Database> {
     let database = if url.starts_with("mysql://") || url.starts_with("mariadb://") {
         let url = url.replacen("mariadb://", "mysql://", 1);
-        let s = mysql::MysqlStore::connect(&url, keyring).await?;
+        let s = mysql::MysqlStore::connect(&url, keyring.clone()).await?;
         let db = crate::infra::db::Db::Mysql(s.pool().clone());
-        let keys = crate::infra::auth::KeyStore::new(db.clone());
+        let keys = crate::infra::auth::KeyStore::new(db.clone(), keyring);
         Database {
             store: Arc::new(s),
             keys,
             db,
         }
     } else if url.starts_with("sqlite:") {
-        let s = sqlite::SqliteStore::connect(url, keyring).await?;
+        let s = sqlite::SqliteStore::connect(url, keyring.clone()).await?;
         let db = crate::infra::db::Db::Sqlite(s.pool().clone());
-        let keys = crate::infra::auth::KeyStore::new(db.clone());
+        let keys = crate::infra::auth::KeyStore::new(db.clone(), keyring);
         Database {
             store: Arc::new(s),
             keys,

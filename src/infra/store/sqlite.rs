@@ -100,8 +100,13 @@ impl SqliteStore {
         .fetch_all(&pool)
         .await
         .ok();
+        let seals_keys = super::applies(&applied, crate::infra::auth::KEY_MAC_MIGRATION);
         if super::migrations_pending(&MIGRATOR, applied) {
             MIGRATOR.run(&pool).await?;
+            if seals_keys {
+                let db = crate::infra::db::Db::Sqlite(pool.clone());
+                crate::infra::auth::seal_unsealed(&db, &keyring).await?;
+            }
         }
         Ok(Self {
             pool,

@@ -35,6 +35,16 @@
 //!   keyed by something the caller chooses, and the connection cap bounds them.
 //!   The map of buckets holds at most [`RATE_BUCKETS_MAX`] keys; when full, buckets
 //!   that have refilled (idle keys) are dropped first, then the least recently used.
+//!   A console sign-in takes a token of its key's bucket too.
+//! - **Failed authentication per client address** ([`AuthFailures`], issue 32 item 5):
+//!   every refused key (API `401`, console sign-in) takes a token of a bucket per
+//!   client IP ([`HttpLimits::auth_failures_per_ip_burst`], refilled at
+//!   [`HttpLimits::auth_failures_per_ip_per_min`]); while an address's bucket is
+//!   empty its requests are answered `429` `AUTH_THROTTLED` with `Retry-After`
+//!   before any key is looked up. Every failure is counted in
+//!   `factledger_auth_failures_total{surface}`; past
+//!   [`HttpLimits::auth_failures_alert_per_min`] failures in a minute (all
+//!   addresses) an `auth.failures` alert is raised, once per minute.
 
 use super::Problem;
 use axum::extract::{Request, State};
@@ -69,6 +79,17 @@ pub const RATE_LIMIT_PER_KEY_RPS_DEFAULT: u32 = 1_000;
 pub const RATE_LIMIT_PER_KEY_BURST_DEFAULT: u32 = 2_000;
 /// Buckets kept at most (one per API key seen recently); bounds the limiter's memory.
 pub const RATE_BUCKETS_MAX: usize = 10_000;
+/// Default: failed authentications a client address may make at once before it is
+/// throttled. A person mistyping a key a few times never meets it; a script guessing
+/// keys does at once.
+pub const AUTH_FAILURES_PER_IP_BURST_DEFAULT: u32 = 20;
+/// Default: failed authentications per minute an address earns back.
+pub const AUTH_FAILURES_PER_IP_PER_MIN_DEFAULT: u32 = 10;
+/// Default: failed authentications in a minute (all addresses) that raise an alert:
+/// far above mistakes, well below a guessing run's rate.
+pub const AUTH_FAILURES_ALERT_PER_MIN_DEFAULT: u32 = 100;
+/// Addresses tracked at most by the failure throttle (bounds its memory).
+pub const AUTH_FAILURE_ADDRESSES_MAX: usize = 10_000;
 /// Over-cap connections answered at once; beyond this they are closed unanswered,
 /// so a flood cannot turn the rejection path itself into unbounded tasks.
 pub const REJECTIONS_IN_FLIGHT_MAX: usize = 64;
@@ -107,6 +128,22 @@ pub struct HttpLimits {
           default_value_t = RATE_LIMIT_PER_KEY_BURST_DEFAULT,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_limit_per_key_burst: u32,
+    /// Failed authentications a client address may make at once before its requests
+    /// are answered 429 AUTH_THROTTLED.
+    #[arg(long, env = "FACTLEDGER_AUTH_FAILURES_PER_IP_BURST", hide_env_values = true,
+          default_value_t = AUTH_FAILURES_PER_IP_BURST_DEFAULT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub auth_failures_per_ip_burst: u32,
+    /// Failed authentications per minute a throttled address earns back.
+    #[arg(long, env = "FACTLEDGER_AUTH_FAILURES_PER_IP_PER_MIN", hide_env_values = true,
+          default_value_t = AUTH_FAILURES_PER_IP_PER_MIN_DEFAULT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub auth_failures_per_ip_per_min: u32,
+    /// Failed authentications in a minute (all addresses) that raise an alert.
+    #[arg(long, env = "FACTLEDGER_AUTH_FAILURES_ALERT_PER_MIN", hide_env_values = true,
+          default_value_t = AUTH_FAILURES_ALERT_PER_MIN_DEFAULT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub auth_failures_alert_per_min: u32,
 }
 
 fn connections_max(s: &str) -> Result<usize, String> {
@@ -125,6 +162,9 @@ impl Default for HttpLimits {
             connections_max: CONNECTIONS_MAX_DEFAULT,
             rate_limit_per_key_rps: RATE_LIMIT_PER_KEY_RPS_DEFAULT,
             rate_limit_per_key_burst: RATE_LIMIT_PER_KEY_BURST_DEFAULT,
+            auth_failures_per_ip_burst: AUTH_FAILURES_PER_IP_BURST_DEFAULT,
+            auth_failures_per_ip_per_min: AUTH_FAILURES_PER_IP_PER_MIN_DEFAULT,
+            auth_failures_alert_per_min: AUTH_FAILURES_ALERT_PER_MIN_DEFAULT,
         }
     }
 }
@@ -142,6 +182,18 @@ impl HttpLimits {
                 "rate_limit_per_key_burst",
                 self.rate_limit_per_key_burst == 0,
             ),
+            (
+                "auth_failures_per_ip_burst",
+                self.auth_failures_per_ip_burst == 0,
+            ),
+            (
+                "auth_failures_per_ip_per_min",
+                self.auth_failures_per_ip_per_min == 0,
+            ),
+            (
+                "auth_failures_alert_per_min",
+                self.auth_failures_alert_per_min == 0,
+            ),
         ];
         match zero.iter().find(|(_, z)| *z) {
             Some((name, _)) => anyhow::bail!("HTTP limit {name} must be at least 1"),
@@ -154,6 +206,7 @@ impl HttpLimits {
 pub struct Limits {
     pub http: HttpLimits,
     pub rate: RateLimiter,
+    pub auth_failures: AuthFailures,
 }
 
 impl Limits {
@@ -163,8 +216,103 @@ impl Limits {
             http.rate_limit_per_key_burst,
             RATE_BUCKETS_MAX,
         );
-        Self { http, rate }
+        let auth_failures = AuthFailures::new(&http);
+        Self {
+            http,
+            rate,
+            auth_failures,
+        }
     }
+}
+
+/// The client address of a request (the connection's peer), when it came over a
+/// connection; `None` for a request made in-process (the console calling the API).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddr(
+            parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip()),
+        ))
+    }
+}
+
+/// Failed authentications: a bucket per client address, and the minute's count for
+/// the alert (see the module doc).
+pub struct AuthFailures {
+    per_ip: RateLimiter,
+    alert_per_min: u32,
+    /// Start of the current minute, failures in it, whether it alerted.
+    minute: Mutex<(Instant, u32, bool)>,
+}
+
+/// What [`AuthFailures::failed`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureCount {
+    /// Failures in the current minute, all addresses.
+    pub this_minute: u32,
+    /// Whether this failure crossed the alert threshold (once a minute).
+    pub alert: bool,
+}
+
+impl AuthFailures {
+    pub fn new(http: &HttpLimits) -> Self {
+        Self {
+            per_ip: RateLimiter::per_minute(
+                http.auth_failures_per_ip_per_min,
+                http.auth_failures_per_ip_burst,
+                AUTH_FAILURE_ADDRESSES_MAX,
+            ),
+            alert_per_min: http.auth_failures_alert_per_min,
+            minute: Mutex::new((Instant::now(), 0, false)),
+        }
+    }
+
+    /// `Err(seconds)` while `addr` is throttled (nothing is taken).
+    pub fn throttled(&self, addr: Option<std::net::IpAddr>) -> Result<(), u64> {
+        match addr {
+            Some(ip) => self.per_ip.peek(&ip.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// Count one failed authentication from `addr` on `surface` (`api`, `console`).
+    pub fn failed(&self, addr: Option<std::net::IpAddr>, surface: &'static str) -> FailureCount {
+        metrics::counter!("factledger_auth_failures_total", "surface" => surface).increment(1);
+        if let Some(ip) = addr {
+            let _ = self.per_ip.check(&ip.to_string());
+        }
+        let mut minute = self.minute.lock().unwrap_or_else(|p| p.into_inner());
+        if minute.0.elapsed() >= Duration::from_secs(60) {
+            *minute = (Instant::now(), 0, false);
+        }
+        minute.1 = minute.1.saturating_add(1);
+        let alert = !minute.2 && minute.1 >= self.alert_per_min;
+        minute.2 |= alert;
+        FailureCount {
+            this_minute: minute.1,
+            alert,
+        }
+    }
+}
+
+/// The answer to an address throttled for failed authentications.
+pub fn auth_throttled(retry_after_s: u64) -> Problem {
+    Problem::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "AUTH_THROTTLED",
+        format!("too many failed authentications from this address; retry in {retry_after_s} s"),
+    )
+    .retry_after(retry_after_s)
 }
 
 /// One key's bucket, in thousandths of a token so refill needs no floats.
@@ -176,10 +324,14 @@ struct Bucket {
 
 /// A token bucket per key: `rps` tokens a second up to `burst`, one per request.
 pub struct RateLimiter {
+    /// Thousandths of a token added per millisecond (= tokens per second).
     rps: u64,
     burst_milli: u64,
     buckets_max: usize,
     buckets: Mutex<HashMap<String, Bucket>>,
+    /// What one request costs in the bucket's units: 1,000 (per-second rates) or
+    /// 60,000 (per-minute rates: [`RateLimiter::per_minute`]).
+    token_milli: u64,
 }
 
 impl RateLimiter {
@@ -189,16 +341,43 @@ impl RateLimiter {
             burst_milli: u64::from(burst.max(1)) * 1_000,
             buckets_max: buckets_max.max(1),
             buckets: Mutex::new(HashMap::new()),
+            token_milli: 1_000,
+        }
+    }
+
+    /// `per_min` tokens a minute up to `burst`: a token is 60,000 units instead of
+    /// 1,000, so the same refill of `per_min` units a millisecond is `per_min` tokens
+    /// a minute, with no fractions.
+    pub fn per_minute(per_min: u32, burst: u32, buckets_max: usize) -> Self {
+        Self {
+            rps: u64::from(per_min.max(1)),
+            burst_milli: u64::from(burst.max(1)) * 60_000,
+            buckets_max: buckets_max.max(1),
+            buckets: Mutex::new(HashMap::new()),
+            token_milli: 60_000,
         }
     }
 
     /// Take a token for `key`; `Err(seconds)` says when the next one is there.
     pub fn check(&self, key: &str) -> Result<(), u64> {
-        self.check_at(key, Instant::now())
+        self.take_at(key, Instant::now(), true)
     }
 
+    /// Whether `key` has a token now, without taking it.
+    pub fn peek(&self, key: &str) -> Result<(), u64> {
+        self.take_at(key, Instant::now(), false)
+    }
+
+    #[cfg(test)]
     fn check_at(&self, key: &str, now: Instant) -> Result<(), u64> {
+        self.take_at(key, now, true)
+    }
+
+    fn take_at(&self, key: &str, now: Instant, take: bool) -> Result<(), u64> {
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if !take && !buckets.contains_key(key) {
+            return Ok(());
+        }
         if !buckets.contains_key(key) && buckets.len() >= self.buckets_max {
             self.evict(&mut buckets, now);
         }
@@ -207,12 +386,15 @@ impl RateLimiter {
             refilled_at: now,
         });
         self.refill(bucket, now);
-        if bucket.tokens_milli >= 1_000 {
-            bucket.tokens_milli -= 1_000;
+        let token = self.token_milli;
+        if bucket.tokens_milli >= token {
+            if take {
+                bucket.tokens_milli -= token;
+            }
             return Ok(());
         }
-        // rps thousandths of a token arrive each millisecond.
-        let missing_ms = (1_000 - bucket.tokens_milli).div_ceil(self.rps);
+        // rps units arrive each millisecond.
+        let missing_ms = (token - bucket.tokens_milli).div_ceil(self.rps);
         Err(missing_ms.div_ceil(1_000).max(1))
     }
 
@@ -355,6 +537,28 @@ mod tests {
             limiter.check_at("busy", t0 + Duration::from_secs(5)),
             Err(1)
         );
+    }
+
+    #[test]
+    fn a_per_minute_bucket_refills_a_token_a_minute_over_its_rate() {
+        let limiter = RateLimiter::per_minute(2, 3, 10);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(limiter.take_at("ip", t0, true), Ok(()));
+        }
+        // Empty: a peek says so and takes nothing; the next token is 30 s away.
+        assert_eq!(limiter.take_at("ip", t0, false), Err(30));
+        assert_eq!(
+            limiter.take_at("ip", t0 + Duration::from_secs(29), false),
+            Err(1)
+        );
+        assert_eq!(
+            limiter.take_at("ip", t0 + Duration::from_secs(30), false),
+            Ok(())
+        );
+        // A peek at an address never seen holds no bucket.
+        assert_eq!(limiter.take_at("new", t0, false), Ok(()));
+        assert_eq!(limiter.len(), 1);
     }
 
     #[test]

@@ -302,10 +302,56 @@ fn header(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Count a failed authentication from `addr` on `surface` (`api`, `console`): the
+/// address's throttle, the metric, and the alert when the minute's failures pass the
+/// threshold (raised in the background: a refusal never waits for the outbox). See
+/// [`limits`].
+pub fn auth_failed(state: &AppState, addr: Option<std::net::IpAddr>, surface: &'static str) {
+    let count = state.limits.auth_failures.failed(addr, surface);
+    tracing::warn!(surface, client = ?addr, this_minute = count.this_minute, "authentication failed");
+    if !count.alert {
+        return;
+    }
+    let alert = crate::infra::alerts::Alert {
+        kind: crate::infra::alerts::AlertKind::AuthFailures,
+        subject: surface.to_owned(),
+        message: format!(
+            "{} failed authentications in the last minute (the latest from {}, on the {surface}): \
+             someone may be guessing API keys",
+            count.this_minute,
+            addr.map_or_else(|| "an in-process caller".to_owned(), |a| a.to_string())
+        ),
+        job: None,
+        platform: None,
+        business_id: None,
+        user_affiliate_code: None,
+        request_id: None,
+        trace_id: None,
+        first_failure_at_ms: None,
+        retry_count: Some(i64::from(count.this_minute)),
+        audit_path: "/metrics".to_owned(),
+    };
+    let (store, context) = (state.store.clone(), state.jobs.config().alerts.clone());
+    tokio::spawn(async move {
+        if let Err(e) = crate::infra::alerts::raise(&store, &context, &alert).await {
+            tracing::error!(error = %e, "the auth.failures alert could not be written");
+        }
+    });
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        let addr = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip());
+        state
+            .limits
+            .auth_failures
+            .throttled(addr)
+            .map_err(limits::auth_throttled)?;
         let headers = &parts.headers;
         let auth = headers
             .get(axum::http::header::AUTHORIZATION)
@@ -315,7 +361,10 @@ impl FromRequestParts<AppState> for Caller {
             .strip_prefix("Bearer ")
             .map(str::trim)
             .filter(|s| !s.is_empty() && s.len() <= 256)
-            .ok_or_else(|| Problem::unauthorized("Authorization must be `Bearer <api key>`"))?;
+            .ok_or_else(|| {
+                auth_failed(state, addr, "api");
+                Problem::unauthorized("Authorization must be `Bearer <api key>`")
+            })?;
         let principal = state
             .keys
             .authenticate(secret)
@@ -326,7 +375,10 @@ impl FromRequestParts<AppState> for Caller {
                 }
                 _ => Problem::internal(format!("key lookup failed: {e:#}")),
             })?
-            .ok_or_else(|| Problem::unauthorized("unknown or revoked API key"))?;
+            .ok_or_else(|| {
+                auth_failed(state, addr, "api");
+                Problem::unauthorized("unknown or revoked API key")
+            })?;
         state
             .limits
             .rate

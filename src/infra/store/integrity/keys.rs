@@ -137,6 +137,31 @@ impl Keyring {
         self.keys.get(key_id).map(|k| k.hash(e))
     }
 
+    /// A record's seal under the active chain key, `<key id>:<hex HMAC>` (see
+    /// [`ChainKey::mac_record`]): what `api_keys.mac` holds.
+    pub fn seal_record(&self, domain: &str, fields: &[&str]) -> String {
+        format!(
+            "{}:{}",
+            self.active.id,
+            self.active.mac_record(domain, fields)
+        )
+    }
+
+    /// Whether `sealed` is [`Keyring::seal_record`]'s seal of these fields under a key
+    /// this keyring holds (any of them: rotation keeps old seals valid). Compared in
+    /// constant time.
+    pub fn check_record(&self, domain: &str, fields: &[&str], sealed: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        let Some((id, mac)) = sealed.split_once(':') else {
+            return false;
+        };
+        let Some(key) = self.keys.get(id) else {
+            return false;
+        };
+        let expected = key.mac_record(domain, fields);
+        expected.len() == mac.len() && bool::from(expected.as_bytes().ct_eq(mac.as_bytes()))
+    }
+
     pub fn signing_key_id(&self) -> &str {
         &self.signing_id
     }
@@ -337,6 +362,20 @@ mod tests {
         std::fs::write(&path, file.to_string()).unwrap();
         let err = Keyring::load(&path).unwrap_err().to_string();
         assert!(err.contains("mistyped"), "{err}");
+    }
+
+    #[test]
+    fn a_record_seal_checks_only_with_the_same_fields_and_a_held_key() {
+        let a = Keyring::generate();
+        let b = Keyring::generate();
+        let seal = a.seal_record("d", &["k1", "admin"]);
+        assert!(a.check_record("d", &["k1", "admin"], &seal));
+        assert!(!a.check_record("d", &["k1", "auditor"], &seal));
+        assert!(!a.check_record("e", &["k1", "admin"], &seal));
+        // Length prefixes: moving a byte between fields changes the seal.
+        assert!(!a.check_record("d", &["k1a", "dmin"], &seal));
+        assert!(!b.check_record("d", &["k1", "admin"], &seal));
+        assert!(!a.check_record("d", &["k1", "admin"], "garbage"));
     }
 
     #[test]
