@@ -516,7 +516,7 @@ pub async fn start_with(
     if let Some(gateway) = &options.services.gateway {
         external_checks
             .0
-            .push(Arc::new(crate::services::reconcile::PaymentsApplied::new(
+            .push(Arc::new(services::PaymentsApplied::new(
                 db.db.clone(),
                 gateway.clone(),
             )));
