@@ -77,7 +77,12 @@ async fn probe_key_lookup(
         probe
     });
     assert!(
-        a_statement_waits(url, "SELECT key_id, role FROM api_keys", STATEMENT_WAIT_MAX).await,
+        a_statement_waits(
+            url,
+            "SELECT key_id, key_hash, role, mac FROM api_keys",
+            STATEMENT_WAIT_MAX
+        )
+        .await,
         "the probe's key lookup never waited for the lock"
     );
     (lock, task)

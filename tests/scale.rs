@@ -538,7 +538,9 @@ async fn a_node_killed_under_load_loses_and_doubles_nothing() {
     }
     assert_same_dense_log(&db).await;
     drop(serve);
-    // verify and reconcile, with the key file serve used, through the cluster.
+    // verify (against an anchor signed now) and reconcile, with the key file serve
+    // used, through the cluster.
+    cli(&db.failover(), &["anchor"], dir.path());
     cli(&db.failover(), &["verify"], dir.path());
     cli(&db.failover(), &["reconcile"], dir.path());
     db.drop_now().await;

@@ -38,7 +38,9 @@
 //! ([`AUTH_CACHE_KEYS_MAX`]: emptied when full).
 
 use crate::infra::db::{rfc3339_of, Db, Get};
-use crate::infra::store::Keyring;
+// The keyring straight from its file: `store` opens the key store (and seals old
+// rows), so importing `store` itself would tie the two in a circle.
+use crate::infra::store::integrity::keys::Keyring;
 use chrono::Utc;
 use factledger_projections::table::{Cell, ColType, Column};
 use rand::Rng;
@@ -399,7 +401,7 @@ pub async fn bootstrap_admin(
     }
     let key = keys.create(Role::Admin).await?;
     let path = dir.join(ADMIN_KEY_FILE);
-    write_secret_file(&path, &key.secret)?;
+    crate::infra::secret_file::write_secret_file(&path, &key.secret)?;
     Ok(Some(key))
 }
 
@@ -430,25 +432,6 @@ pub async fn seal_unsealed(db: &Db, keyring: &Keyring) -> anyhow::Result<u64> {
         );
     }
     Ok(sealed)
-}
-
-pub(crate) fn write_secret_file(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    #[cfg(unix)]
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    opts.mode(0o600);
-    let mut f = opts.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        // The file may have existed with wider permissions: tighten it.
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    writeln!(f, "{secret}")?;
-    Ok(())
 }
 
 #[cfg(test)]

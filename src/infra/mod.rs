@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod json;
 pub mod outbound;
 pub mod outbox;
+pub mod secret_file;
 pub mod store;
 pub mod telemetry;
 

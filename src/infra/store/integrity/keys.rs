@@ -281,7 +281,7 @@ impl Keyring {
             path.file_name().and_then(|n| n.to_str()).unwrap_or("keys"),
             uuid::Uuid::new_v4().simple()
         ));
-        crate::infra::auth::write_secret_file(&tmp, &text)
+        crate::infra::secret_file::write_secret_file(&tmp, &text)
             .map_err(|e| io(std::io::Error::other(e)))?;
         let done = if replace {
             std::fs::rename(&tmp, path).map(|()| true)
