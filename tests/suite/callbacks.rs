@@ -976,3 +976,94 @@ both_backends!(
         assert_eq!(app.row(forged).await.summary.handle_attempts, 0);
     }
 );
+
+both_backends!(
+    every_provider_a_serve_registers_is_replayable_in_that_serve,
+    |db: TestDb| async move {
+        use factledger::services::gateway_http::{HttpGateway, HttpGatewayConfig};
+        // A serve with a payout provider (xendit) and a payment gateway (paysim): every
+        // provider it registers, and any added later, must be found by its replays.
+        let env = crate::payout_env::PayoutEnv::start_configured(
+            &db,
+            crate::payout_env::test_limits(),
+            |o| {
+                let gateway = HttpGateway::new(HttpGatewayConfig::new("http://127.0.0.1:9", "k"))
+                    .expect("gateway");
+                o.services.gateway = Some(Arc::new(gateway));
+                o.services_callback_secret = Some("gateway-secret".into());
+            },
+        )
+        .await;
+        let state = &env.app.state;
+        let registry = state.part::<Registry>().expect("callbacks wired");
+        let names: Vec<String> = registry.names().map(str::to_owned).collect();
+        assert!(
+            names.contains(&"xendit".to_owned()) && names.contains(&"paysim".to_owned()),
+            "{names:?}"
+        );
+        let db_handle = state.jobs.db().clone();
+        for (n, provider) in names.iter().enumerate() {
+            // A verified, normalised callback whose first handling failed.
+            let id = inbox::insert_raw(&db_handle, provider, "{}", b"{}")
+                .await
+                .unwrap();
+            let normalized = factledger::callbacks::Normalized {
+                event_id: format!("replayable-{n}"),
+                event_type: "t".into(),
+                data: json!({}),
+            };
+            inbox::claim_event(&db_handle, id, provider, &normalized)
+                .await
+                .unwrap();
+            assert!(
+                inbox::record_inline_outcome(&db_handle, id, Err("first handling failed"))
+                    .await
+                    .unwrap()
+            );
+            let job = JobSubmit::plain(
+                &CALLBACK_REPLAY,
+                format!("callback:{id}"),
+                factledger::callbacks::replay::payload(id, provider),
+            );
+            let row = job.row(now_ms()).unwrap();
+            let code = row.code.clone();
+            state
+                .jobs
+                .store()
+                .append(&[UnitOfWork {
+                    jobs: vec![row],
+                    ..Default::default()
+                }])
+                .await
+                .unwrap();
+            state
+                .jobs
+                .retry(&Selector::parse(vec![code.clone()], vec![]).unwrap())
+                .await
+                .unwrap();
+            // The round reached the provider's own handler (this empty payload may
+            // well fail there): it never failed for want of the provider.
+            let view = ops::show(&db_handle, &code).await.unwrap().unwrap();
+            let error = view.job.last_error.unwrap_or_default();
+            assert!(
+                !error.contains("is not configured in this process"),
+                "{provider}: {error}"
+            );
+            assert_eq!(
+                app_row_attempts(&db_handle, id).await,
+                2,
+                "{provider}: {error}"
+            );
+        }
+    }
+);
+
+/// The handling attempts of a stored callback.
+async fn app_row_attempts(db: &Db, id: i64) -> i32 {
+    inbox::load(db, id)
+        .await
+        .unwrap()
+        .unwrap()
+        .summary
+        .handle_attempts
+}
