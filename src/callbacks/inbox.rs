@@ -90,36 +90,59 @@ fn bad_code(column: &str, code: i64) -> sqlx::Error {
     )
 }
 
-/// Step 1, before anything is checked: the delivery as received. Returns its id.
+/// Step 1, once verified: the delivery as received. Returns its id.
 pub async fn insert_raw(
     db: &Db,
     provider: &str,
     headers_json: &str,
     raw_body: &[u8],
 ) -> Result<i64, CallbackError> {
+    insert(db, provider, headers_json, raw_body, None).await
+}
+
+/// The statuses of a row stored already refused.
+struct Refused {
+    verify_error: String,
+    handle_error: &'static str,
+}
+
+/// One new row: pending (`refused` = `None`) or refused. Its id.
+async fn insert(
+    db: &Db,
+    provider: &str,
+    headers_json: &str,
+    body: &[u8],
+    refused: Option<&Refused>,
+) -> Result<i64, CallbackError> {
     let sql = "INSERT INTO callback_inbox (provider, received_at_ms, headers, raw_body, \
-               verify_status, handle_status, handle_attempts, updated_at_ms) \
-               VALUES (?, ?, ?, ?, 0, 0, 0, ?)";
+               verify_status, verify_error, handle_status, handle_error, handle_attempts, \
+               updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)";
     let now = now_ms();
+    let (verify, handle) = match refused {
+        None => (VerifyStatus::Pending, HandleStatus::Pending),
+        Some(_) => (VerifyStatus::Failed, HandleStatus::Skipped),
+    };
+    let verify_error = refused.map(|r| r.verify_error.as_str());
+    let handle_error = refused.map(|r| r.handle_error);
+    macro_rules! run {
+        ($p:expr) => {
+            sqlx::query(sql)
+                .bind(provider)
+                .bind(now)
+                .bind(headers_json)
+                .bind(body)
+                .bind(verify as i32)
+                .bind(verify_error)
+                .bind(handle as i32)
+                .bind(handle_error)
+                .bind(now)
+                .execute($p)
+                .await?
+        };
+    }
     Ok(match db {
-        Db::Mysql(p) => sqlx::query(sql)
-            .bind(provider)
-            .bind(now)
-            .bind(headers_json)
-            .bind(raw_body)
-            .bind(now)
-            .execute(p)
-            .await?
-            .last_insert_id() as i64,
-        Db::Sqlite(p) => sqlx::query(sql)
-            .bind(provider)
-            .bind(now)
-            .bind(headers_json)
-            .bind(raw_body)
-            .bind(now)
-            .execute(p)
-            .await?
-            .last_insert_rowid(),
+        Db::Mysql(p) => run!(p).last_insert_id() as i64,
+        Db::Sqlite(p) => run!(p).last_insert_rowid(),
     })
 }
 
@@ -132,36 +155,11 @@ pub async fn insert_refused_sample(
     body_sample: &[u8],
     error: &str,
 ) -> Result<i64, CallbackError> {
-    let sql = "INSERT INTO callback_inbox (provider, received_at_ms, headers, raw_body, \
-               verify_status, verify_error, handle_status, handle_error, handle_attempts, \
-               updated_at_ms) VALUES (?, ?, ?, ?, 2, ?, 3, ?, 0, ?)";
-    let now = now_ms();
-    let error = truncate_error(error);
-    let skipped = "not handled: the callback was not verified";
-    Ok(match db {
-        Db::Mysql(p) => sqlx::query(sql)
-            .bind(provider)
-            .bind(now)
-            .bind(headers_json)
-            .bind(body_sample)
-            .bind(&error)
-            .bind(skipped)
-            .bind(now)
-            .execute(p)
-            .await?
-            .last_insert_id() as i64,
-        Db::Sqlite(p) => sqlx::query(sql)
-            .bind(provider)
-            .bind(now)
-            .bind(headers_json)
-            .bind(body_sample)
-            .bind(&error)
-            .bind(skipped)
-            .bind(now)
-            .execute(p)
-            .await?
-            .last_insert_rowid(),
-    })
+    let refused = Refused {
+        verify_error: truncate_error(error),
+        handle_error: "not handled: the callback was not verified",
+    };
+    insert(db, provider, headers_json, body_sample, Some(&refused)).await
 }
 
 /// Delete all but the newest `keep` refused samples of `provider`.

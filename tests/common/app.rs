@@ -218,6 +218,27 @@ impl App {
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
     }
+
+    /// Start a reconciliation as the admin (`POST /v1/reconciliations` with `body`) and
+    /// wait up to 60 s for its run to end; the finished run, which must have succeeded.
+    #[allow(dead_code)]
+    pub async fn reconciled(&self, body: Value) -> Value {
+        let (status, started) = self.post("/v1/reconciliations", body).await;
+        assert_eq!(status, 202, "{started}");
+        let path = format!("/v1/reconciliations/{}", started["id"].as_str().unwrap());
+        let run = std::sync::Mutex::new(Value::Null);
+        super::eventually(std::time::Duration::from_secs(60), || async {
+            let (_, r) = self.get(&path).await;
+            let done = r["status"] != "running";
+            *run.lock().unwrap() = r;
+            done
+        })
+        .await
+        .expect("the reconciliation finishes within 60 s");
+        let run = run.into_inner().unwrap();
+        assert_eq!(run["status"], "succeeded", "{run}");
+        run
+    }
 }
 
 /// An [`App`] with one key per role (service, operator, auditor besides the admin),

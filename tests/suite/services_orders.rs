@@ -660,19 +660,7 @@ async fn backdate_callbacks(env: &ServicesEnv) {
 
 /// The `payment_not_applied` findings of a reconciliation run through the API.
 async fn payment_not_applied(env: &ServicesEnv) -> Vec<Value> {
-    let (status, run) = env.app.post("/v1/reconciliations", json!({})).await;
-    assert_eq!(status, 202, "{run}");
-    let id = run["id"].as_str().unwrap().to_owned();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let done = loop {
-        let (_, r) = env.app.get(&format!("/v1/reconciliations/{id}")).await;
-        if r["status"] != "running" {
-            break r;
-        }
-        assert!(std::time::Instant::now() < deadline, "{r}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
-    assert_eq!(done["status"], "succeeded", "{done}");
+    let done = env.app.reconciled(json!({})).await;
     done["findings"]
         .as_array()
         .unwrap()

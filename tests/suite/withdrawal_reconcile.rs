@@ -16,22 +16,8 @@ use std::time::{Duration, Instant};
 
 /// Start a reconciliation over HTTP and wait for its run.
 async fn reconcile(env: &PayoutEnv) -> (String, Value) {
-    let (status, started) = env
-        .app
-        .post("/v1/reconciliations", serde_json::json!({}))
-        .await;
-    assert_eq!(status, 202, "{started}");
-    let id = started["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, run) = env.app.get(&format!("/v1/reconciliations/{id}")).await;
-        if run["status"] != "running" {
-            assert_eq!(run["status"], "succeeded", "{run}");
-            return (id, run);
-        }
-        assert!(Instant::now() < deadline, "reconciliation never finished");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let run = env.app.reconciled(serde_json::json!({})).await;
+    (run["id"].as_str().unwrap().to_owned(), run)
 }
 
 fn kinds(run: &Value) -> Vec<(String, String)> {
@@ -246,22 +232,10 @@ both_backends!(
 
         // Drift to the wallet pass, a contradiction to the withdrawal check: repair
         // refuses the wallet rather than drop the freeze the withdrawal still holds.
-        let (status, started) = env
+        let run = env
             .app
-            .post("/v1/reconciliations", serde_json::json!({"repair": true}))
+            .reconciled(serde_json::json!({"repair": true}))
             .await;
-        assert_eq!(status, 202, "{started}");
-        let id = started["id"].as_str().unwrap().to_owned();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let run = loop {
-            let (_, run) = env.app.get(&format!("/v1/reconciliations/{id}")).await;
-            if run["status"] != "running" {
-                break run;
-            }
-            assert!(Instant::now() < deadline, "reconciliation never finished");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        assert_eq!(run["status"], "succeeded", "{run}");
         let findings = run["findings"].as_array().unwrap();
         assert!(
             findings
