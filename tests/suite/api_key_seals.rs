@@ -8,10 +8,10 @@ use crate::common;
 
 use common::app::spawn_app;
 use common::TestDb;
-use factledger::infra::auth::{hash_key, AUTH_CACHE_TTL_MS};
+use factledger::infra::auth::hash_key;
 use factledger_projections::table::Cell;
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest a test waits for a change to pass the key cache.
 const CACHE_WAIT_MAX: Duration = Duration::from_secs(10);
@@ -30,15 +30,11 @@ async fn status_with(app: &common::app::App, secret: &str) -> u16 {
 /// Wait (bounded) until `secret` gets `want`: a key cached before a change keeps
 /// working for up to the cache's TTL.
 async fn until_status(app: &common::app::App, secret: &str, want: u16) {
-    let deadline = Instant::now() + CACHE_WAIT_MAX;
-    loop {
-        let got = status_with(app, secret).await;
-        if got == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "still {got}, want {want}");
-        tokio::time::sleep(Duration::from_millis(AUTH_CACHE_TTL_MS / 4)).await;
-    }
+    common::eventually(CACHE_WAIT_MAX, || async {
+        status_with(app, secret).await == want
+    })
+    .await
+    .unwrap_or_else(|_| panic!("still not {want} after {CACHE_WAIT_MAX:?}"));
 }
 
 fn key_id_of(secret: &str) -> String {

@@ -9,7 +9,7 @@ use crate::common::TestDb;
 use factledger::console::session::SESSIONS_PER_KEY_MAX;
 use factledger::infra::auth::Role;
 use factledger::runtime::http::limits::HttpLimits;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest a test waits for the alert's outbox row.
 const ALERT_WAIT_MAX: Duration = Duration::from_secs(20);
@@ -107,22 +107,19 @@ both_backends!(
             .sum();
         assert!(counted >= 3, "{metrics}");
         // The third failure in the minute raised the alert, once.
-        let deadline = Instant::now() + ALERT_WAIT_MAX;
-        loop {
-            let alerts = app
-                .state
+        let alerts = || async {
+            app.state
                 .db
                 .fetch_i64(
                     "SELECT COUNT(*) FROM outbox WHERE type = 'alert.auth.failures'",
                     &[],
                 )
                 .await
-                .unwrap();
-            if alerts == 1 {
-                break;
-            }
-            assert!(alerts == 0 && Instant::now() < deadline, "{alerts} alerts");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+                .unwrap()
+        };
+        crate::common::eventually(ALERT_WAIT_MAX, || async { alerts().await >= 1 })
+            .await
+            .expect("the auth.failures alert is raised");
+        assert_eq!(alerts().await, 1, "raised once");
     }
 );

@@ -11,7 +11,6 @@ use crate::common;
 use common::{Server, TestDb};
 use factledger_aggregates::bill::PaymentOrder;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
 
 /// A command written straight to an order's stream, past the API's lock checks: how
 /// a lock's line went away before those checks existed, or in a race with them.
@@ -105,23 +104,7 @@ both_backends!(
 
 /// Start a reconciliation and wait (bounded) for its finished run.
 async fn reconciled(app: &Server) -> Value {
-    let (status, started) = app.post("/v1/reconciliations", json!({})).await;
-    assert_eq!(status, 202, "{started}");
-    let id = started["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (status, run) = app.get(&format!("/v1/reconciliations/{id}")).await;
-        assert_eq!(status, 200, "{run}");
-        if run["status"] != "running" {
-            assert_eq!(run["status"], "succeeded", "{run}");
-            return run;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "reconciliation {id} never finished"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    app.reconciled(json!({})).await
 }
 
 /// The `bill_lock_line_gone` findings of a run.

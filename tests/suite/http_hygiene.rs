@@ -10,7 +10,7 @@ use common::console::{cookie_in, csrf_in};
 use common::{Server, TestDb};
 use reqwest::header::COOKIE;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 both_backends!(
@@ -129,21 +129,8 @@ both_backends!(
 
 /// Start a reconciliation as the admin and wait (bounded) until it is finished.
 async fn reconciled(app: &Server) -> String {
-    let (status, started) = app.post("/v1/reconciliations", json!({})).await;
-    assert_eq!(status, 202, "{started}");
-    let id = started["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, run) = app.get(&format!("/v1/reconciliations/{id}")).await;
-        if run["status"] != "running" {
-            return id;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "reconciliation {id} never finished"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let run = app.reconciled(json!({})).await;
+    run["id"].as_str().unwrap().to_owned()
 }
 
 both_backends!(

@@ -220,11 +220,9 @@ fn serve_scans(dir: &std::path::Path, url: &str) -> ServeChild {
 
 /// Wait (bounded by [`STEP_MAX`]) until `sql` counts at least one row.
 async fn wait_for_rows(pool: &Db, sql: &str, what: &str) {
-    let deadline = Instant::now() + STEP_MAX;
-    while scalar(pool, sql).await == 0 {
-        assert!(Instant::now() < deadline, "{what}: not within {STEP_MAX:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::eventually(STEP_MAX, || async { scalar(pool, sql).await > 0 })
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {STEP_MAX:?}"));
 }
 
 /// Issue 32 item 0b: a `serve` SIGKILLed in the middle of an order-timeout scan left

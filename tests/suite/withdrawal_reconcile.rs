@@ -12,7 +12,7 @@ use factledger_aggregates::withdrawal::{
 };
 use payout_sim::Fault;
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Start a reconciliation over HTTP and wait for its run.
 async fn reconcile(env: &PayoutEnv) -> (String, Value) {
@@ -125,14 +125,11 @@ both_backends!(
             "{page}"
         );
 
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while env.withdrawal(&failed).await["contradictions"] != 1 {
-            assert!(
-                Instant::now() < deadline,
-                "the contradicting webhook never arrived"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        crate::common::eventually(Duration::from_secs(10), || async {
+            env.withdrawal(&failed).await["contradictions"] == 1
+        })
+        .await
+        .expect("the contradicting webhook arrives");
         let (id, run) = reconcile(&env).await;
         let found = kinds(&run);
         let want = [
