@@ -11,11 +11,14 @@
 //! unauthenticated URL would let anybody fill the table.
 
 use crate::callbacks::inbox::{self, CallbackRow, CallbackSummary};
-use crate::callbacks::{self, CallbackError, Delivery, HandleStatus, Receipt, VerifyStatus};
+use crate::callbacks::{
+    self, AnswerFormat, CallbackError, Delivery, HandleStatus, Receipt, VerifyStatus,
+};
 use crate::runtime::http::body::RawBody;
 use crate::runtime::http::query::QueryParams;
 use crate::runtime::http::{AppState, Caller, Problem, ProblemBody};
 use axum::extract::{Path, State};
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -111,49 +114,88 @@ pub async fn receive(
             .collect(),
         body: body.to_vec(),
     };
-    let r = callbacks::receive(&state.jobs, state.part::<callbacks::Registry>()?, delivery).await?;
-    Ok(match r {
-        Receipt::Handled { id } => receipt(
-            StatusCode::OK,
+    let registry = state.part::<callbacks::Registry>()?;
+    let answer = registry
+        .get(&delivery.provider)
+        .map_or(AnswerFormat::Json, |p| p.answer);
+    let outcome = match callbacks::receive(&state.jobs, registry, delivery).await {
+        Ok(r) => outcome(r),
+        Err(e) => Err(Problem::from(e)),
+    };
+    Ok(render(answer, outcome))
+}
+
+/// A delivery's outcome before it is put in the provider's format: stored (with the
+/// status and receipt), or refused.
+fn outcome(r: Receipt) -> Result<(StatusCode, CallbackReceipt), Problem> {
+    let stored = |status, handle_status, duplicate_of, replay_job| {
+        Ok((
+            status,
             CallbackReceipt {
-                id,
-                status: HandleStatus::Handled,
-                duplicate_of: None,
-                replay_job: None,
-            },
-        ),
-        Receipt::Duplicate { id, duplicate_of } => receipt(
-            StatusCode::OK,
-            CallbackReceipt {
-                id,
-                status: HandleStatus::Duplicate,
-                duplicate_of: Some(duplicate_of),
-                replay_job: None,
-            },
-        ),
-        Receipt::Failed { id, replay_job } => receipt(
-            StatusCode::ACCEPTED,
-            CallbackReceipt {
-                id,
-                status: HandleStatus::Failed,
-                duplicate_of: None,
+                id: 0,
+                status: handle_status,
+                duplicate_of,
                 replay_job,
             },
+        ))
+    };
+    let (id, result) = match r {
+        Receipt::Handled { id } => (id, stored(StatusCode::OK, HandleStatus::Handled, None, None)),
+        Receipt::Duplicate { id, duplicate_of } => (
+            id,
+            stored(
+                StatusCode::OK,
+                HandleStatus::Duplicate,
+                Some(duplicate_of),
+                None,
+            ),
         ),
-        Receipt::Unverified { error, .. } => Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "CALLBACK_UNVERIFIED",
-            format!("{error} (not stored, not handled)"),
-        )
-        .field(error.header())
-        .into_response(),
-        Receipt::NotNormalised { id, error } => Problem::invalid(
-            "CALLBACK_NOT_NORMALISABLE",
-            "body",
-            format!("{error} (stored as callback {id}; it will not be handled)"),
-        )
-        .into_response(),
-    })
+        Receipt::Failed { id, replay_job } => (
+            id,
+            stored(StatusCode::ACCEPTED, HandleStatus::Failed, None, replay_job),
+        ),
+        Receipt::Unverified { error, .. } => {
+            return Err(Problem::new(
+                StatusCode::UNAUTHORIZED,
+                "CALLBACK_UNVERIFIED",
+                format!("{error} (not stored, not handled)"),
+            )
+            .field(error.header()))
+        }
+        Receipt::NotNormalised { id, error } => {
+            return Err(Problem::invalid(
+                "CALLBACK_NOT_NORMALISABLE",
+                "body",
+                format!("{error} (stored as callback {id}; it will not be handled)"),
+            ))
+        }
+    };
+    result.map(|(status, receipt)| (status, CallbackReceipt { id, ..receipt }))
+}
+
+/// The answer in the provider's format ([`AnswerFormat`]): a stored delivery is what
+/// stops it re-sending; a refusal keeps its status (and `Retry-After`).
+fn render(answer: AnswerFormat, outcome: Result<(StatusCode, CallbackReceipt), Problem>) -> Response {
+    match (answer, outcome) {
+        (AnswerFormat::Json, Ok((status, r))) => receipt(status, r),
+        (AnswerFormat::Json, Err(p)) => p.into_response(),
+        (AnswerFormat::WechatPayV3, Ok(_)) => StatusCode::OK.into_response(),
+        (AnswerFormat::AlipayText, Ok(_)) => {
+            (StatusCode::OK, [(CONTENT_TYPE, "text/plain")], "success").into_response()
+        }
+        (format, Err(p)) => {
+            let mut response = if format == AnswerFormat::WechatPayV3 {
+                let body = serde_json::json!({"code": "FAIL", "message": p.detail});
+                (p.status, Json(body)).into_response()
+            } else {
+                (p.status, [(CONTENT_TYPE, "text/plain")], "fail").into_response()
+            };
+            if let Some(s) = p.retry_after_s {
+                response.headers_mut().insert(RETRY_AFTER, s.into());
+            }
+            response
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

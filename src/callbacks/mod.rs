@@ -60,7 +60,7 @@ pub fn routes() -> axum::Router<crate::runtime::http::AppState> {
 pub use guard::CallbackLimits;
 pub use normalize::{JsonPointers, NormalizeError, Normalized, Normalizer};
 pub use replay::{replay_failed, ReplayFailedOptions, ReplayFailedReport, CALLBACK_REPLAY};
-pub use verify::{Secret, Verifier, VerifyError};
+pub use verify::{Authenticator, Secret, Verifier, VerifyError};
 
 use crate::infra::jobs::{Engine, JobSubmit};
 use crate::infra::store::{Fence, StoreError};
@@ -230,6 +230,23 @@ pub struct CallbackProvider {
     /// Request headers kept with the raw body besides [`STORED_HEADERS`] and the
     /// verifier's (lower-case names; at most [`KEEP_HEADERS_MAX`]).
     pub keep_headers: Vec<String>,
+    /// How the provider expects to be answered.
+    pub answer: AnswerFormat,
+}
+
+/// How a provider expects its delivery answered: what makes it stop re-sending.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AnswerFormat {
+    /// Our receipt as JSON (200 handled or duplicate, 202 failed and replayed) and
+    /// problem+json errors. Xendit and Apple only read the 2xx status.
+    #[default]
+    Json,
+    /// WeChat Pay APIv3: a stored delivery is answered 200 with no body; a refusal
+    /// 4xx/5xx with `{"code":"FAIL","message":…}` (WeChat re-sends on anything else).
+    WechatPayV3,
+    /// Alipay: a stored delivery is answered with the text `success`; a refusal
+    /// with `fail` (Alipay re-sends until it reads `success`).
+    AlipayText,
 }
 
 impl CallbackProvider {
@@ -245,7 +262,20 @@ impl CallbackProvider {
             normalizer,
             handler,
             keep_headers: Vec::new(),
+            answer: AnswerFormat::Json,
         }
+    }
+
+    /// Keep these request headers too (lower-case names).
+    pub fn keeping(mut self, headers: &[&str]) -> Self {
+        self.keep_headers = headers.iter().map(|h| (*h).to_owned()).collect();
+        self
+    }
+
+    /// Answer deliveries in `answer`'s format.
+    pub fn answering(mut self, answer: AnswerFormat) -> Self {
+        self.answer = answer;
+        self
     }
 
     fn check(&self) -> Result<(), CallbackError> {
@@ -465,16 +495,12 @@ pub async fn receive(
         return Err(CallbackError::RateLimited(provider.name.clone()));
     }
     let headers = provider.stored_headers(&delivery.headers);
-    let signature: Vec<&[u8]> = delivery
-        .headers
-        .iter()
-        .filter(|(n, _)| n == provider.verifier.header())
-        .map(|(_, v)| v.as_slice())
-        .collect();
-    if let Err(error) = provider
-        .verifier
-        .verify(&provider.name, &signature, &delivery.body)
-    {
+    if let Err(error) = provider.verifier.verify_delivery(
+        &provider.name,
+        &delivery.headers,
+        &delivery.body,
+        crate::infra::db::now_ms(),
+    ) {
         tracing::warn!(%error, "callback refused: not verified");
         let sample = registry
             .guard
@@ -500,7 +526,10 @@ pub async fn receive(
     }
     let id = inbox::insert_raw(db, &provider.name, &headers, &delivery.body).await?;
     tracing::Span::current().record("callback_id", id);
-    let normalized = match provider.normalizer.normalize(&delivery.body) {
+    let normalized = match provider
+        .normalizer
+        .normalize_delivery(&delivery.headers, &delivery.body)
+    {
         Ok(n) => n,
         Err(error) => {
             tracing::warn!(callback_id = id, %error, "verified callback could not be normalised");

@@ -29,6 +29,18 @@ pub struct NormalizeError(pub String);
 /// able to trust that the stored result is what this produced.
 pub trait Normalizer: Send + Sync + 'static {
     fn normalize(&self, raw: &[u8]) -> Result<Normalized, NormalizeError>;
+
+    /// A delivery with its headers (names lower-case), for a provider whose event id
+    /// is in a header (Xendit's `webhook-id`). Pure like [`Normalizer::normalize`],
+    /// which it calls unless overridden.
+    fn normalize_delivery(
+        &self,
+        headers: &[(String, Vec<u8>)],
+        raw: &[u8],
+    ) -> Result<Normalized, NormalizeError> {
+        let _ = headers;
+        self.normalize(raw)
+    }
 }
 
 /// A JSON body whose fields sit at these JSON pointers (RFC 6901), e.g. Xendit's
