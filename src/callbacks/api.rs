@@ -140,7 +140,10 @@ fn outcome(r: Receipt) -> Result<(StatusCode, CallbackReceipt), Problem> {
         ))
     };
     let (id, result) = match r {
-        Receipt::Handled { id } => (id, stored(StatusCode::OK, HandleStatus::Handled, None, None)),
+        Receipt::Handled { id } => (
+            id,
+            stored(StatusCode::OK, HandleStatus::Handled, None, None),
+        ),
         Receipt::Duplicate { id, duplicate_of } => (
             id,
             stored(
@@ -175,7 +178,10 @@ fn outcome(r: Receipt) -> Result<(StatusCode, CallbackReceipt), Problem> {
 
 /// The answer in the provider's format ([`AnswerFormat`]): a stored delivery is what
 /// stops it re-sending; a refusal keeps its status (and `Retry-After`).
-fn render(answer: AnswerFormat, outcome: Result<(StatusCode, CallbackReceipt), Problem>) -> Response {
+fn render(
+    answer: AnswerFormat,
+    outcome: Result<(StatusCode, CallbackReceipt), Problem>,
+) -> Response {
     match (answer, outcome) {
         (AnswerFormat::Json, Ok((status, r))) => receipt(status, r),
         (AnswerFormat::Json, Err(p)) => p.into_response(),

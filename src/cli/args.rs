@@ -617,7 +617,7 @@ impl ServicesArgs {
     ) -> anyhow::Result<(
         factledger::services::Services,
         factledger::server::services::ServicesCron,
-        Option<String>,
+        factledger::server::services::GatewayCallbacks,
     )> {
         use anyhow::Context;
         if self.order_timeout_ms < 1_000 {
@@ -629,27 +629,32 @@ impl ServicesArgs {
                 .filter(|v| !v.is_empty())
                 .with_context(|| format!("--gateway-url needs {name} in the environment"))
         };
-        let (gateway, secret) = match self.gateway_url.as_deref().filter(|u| !u.trim().is_empty()) {
-            None => (None, None),
-            Some(url) => {
-                use factledger::services::gateway_http::{HttpGateway, HttpGatewayConfig};
-                let mut config = HttpGatewayConfig::new(url, env("FACTLEDGER_GATEWAY_API_KEY")?);
-                config.name = self.gateway_name.clone();
-                let gateway: std::sync::Arc<dyn factledger::services::gateway::PaymentGateway> =
-                    std::sync::Arc::new(HttpGateway::new(config)?);
-                (
-                    Some(gateway),
-                    Some(env("FACTLEDGER_GATEWAY_CALLBACK_SECRET")?),
-                )
-            }
-        };
+        use factledger::server::services::GatewayCallbacks;
+        let (gateway, callbacks) =
+            match self.gateway_url.as_deref().filter(|u| !u.trim().is_empty()) {
+                None => (None, GatewayCallbacks::Unconfigured),
+                Some(url) => {
+                    use factledger::services::gateway_http::{HttpGateway, HttpGatewayConfig};
+                    let mut config =
+                        HttpGatewayConfig::new(url, env("FACTLEDGER_GATEWAY_API_KEY")?);
+                    config.name = self.gateway_name.clone();
+                    let gateway: std::sync::Arc<dyn factledger::services::gateway::PaymentGateway> =
+                        std::sync::Arc::new(HttpGateway::new(config)?);
+                    (
+                        Some(gateway),
+                        GatewayCallbacks::Paysim {
+                            secret: env("FACTLEDGER_GATEWAY_CALLBACK_SECRET")?,
+                        },
+                    )
+                }
+            };
         let services = factledger::services::Services {
             gateway,
             order_timeout_ms: self.order_timeout_ms,
             ..Default::default()
         };
         let cron = factledger::server::services::ServicesCron::parse(&self.services_cron);
-        Ok((services, cron, secret))
+        Ok((services, cron, callbacks))
     }
 }
 

@@ -111,7 +111,7 @@ fn options(g: &Global, f: &ServeFlags) -> anyhow::Result<factledger::server::Ser
     }
     let sinks = f.outbox.as_ref().clone().sinks(g.partition.as_deref())?;
     let (payouts, payout_provider_config, payout_lease_ms) = f.payouts.as_ref().clone().wiring()?;
-    let (services, services_cron, services_callback_secret) = f.services.wiring()?;
+    let (services, services_cron, services_callbacks) = f.services.wiring()?;
     tracing::info!(
         partition = g.partition.as_deref().unwrap_or("-"),
         sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),
@@ -137,7 +137,7 @@ fn options(g: &Global, f: &ServeFlags) -> anyhow::Result<factledger::server::Ser
         payout_lease_ms: Some(payout_lease_ms),
         services,
         services_cron,
-        services_callback_secret,
+        services_callbacks,
         ..Default::default()
     })
 }

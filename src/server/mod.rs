@@ -136,8 +136,9 @@ pub struct ServeOptions {
     pub services: crate::services::Services,
     /// When the paid-services scans fire (default: not at all; `serve` turns them on).
     pub services_cron: services::ServicesCron,
-    /// The secret the gateway signs its pay callbacks with (from the environment).
-    pub services_callback_secret: Option<String>,
+    /// How the gateway's callbacks are verified and read (its secrets come from the
+    /// environment or files).
+    pub services_callbacks: services::GatewayCallbacks,
 }
 
 /// When settlement fires (`serve --settlement-every`).
@@ -244,7 +245,7 @@ pub async fn job_engine(
         options.callbacks = options.callbacks.with(services::payment_callbacks(
             services_ctx,
             gateway,
-            options.services_callback_secret.as_deref(),
+            &options.services_callbacks,
         ))?;
     }
     let replay =

@@ -124,20 +124,36 @@ impl CallbackHandler for PaymentCallbacks {
     }
 }
 
-/// The callback provider of `gateway` (`POST /v1/callbacks/{name}`): the HMAC of the
-/// body under `secret` in the gateway's signature header, normalised by its event id
-/// and type. Without a secret every callback fails verification (and is kept).
+/// How the cash gateway's pay (and refund) notifications are verified and read: the
+/// callback half of its protocol. One variant per gateway protocol; the composition
+/// root turns it into the gateway's callback provider ([`payment_callbacks`]).
+#[derive(Clone, Default)]
+pub enum GatewayCallbacks {
+    /// Not configured: every callback to the gateway's name fails verification.
+    #[default]
+    Unconfigured,
+    /// `tools/payout-sim`'s paysim protocol: lower-case hex HMAC-SHA256 of the raw
+    /// body under this secret in `x-gateway-signature`.
+    Paysim { secret: String },
+}
+
+/// The callback provider of `gateway` (`POST /v1/callbacks/{name}`), verified and
+/// normalised as `callbacks` says, handled by [`PaymentCallbacks`].
 pub fn payment_callbacks(
     ctx: Ctx,
     gateway: Arc<dyn PaymentGateway>,
-    secret: Option<&str>,
+    callbacks: &GatewayCallbacks,
 ) -> crate::callbacks::CallbackProvider {
     use crate::callbacks::{CallbackProvider, JsonPointers, Secret, Verifier};
     use crate::services::gateway_http::callback_pointers;
     let p = callback_pointers();
+    let secret = match callbacks {
+        GatewayCallbacks::Unconfigured => None,
+        GatewayCallbacks::Paysim { secret } => Some(Secret::new(secret)),
+    };
     CallbackProvider::new(
         gateway.name().to_owned(),
-        Verifier::hmac(secret.map(Secret::new), p.signature_header),
+        Verifier::hmac(secret, p.signature_header),
         Arc::new(JsonPointers::new(p.event_id, p.event_type)),
         Arc::new(PaymentCallbacks { ctx, gateway }),
     )

@@ -56,7 +56,9 @@ impl ServicesEnv {
             .configure(move |o| {
                 o.job_scan_interval_ms = Some(100);
                 o.services = wired;
-                o.services_callback_secret = Some(CALLBACK_SECRET.into());
+                o.services_callbacks = factledger::server::services::GatewayCallbacks::Paysim {
+                    secret: CALLBACK_SECRET.into(),
+                };
                 extra(o);
             })
             .spawn()

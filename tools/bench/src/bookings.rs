@@ -52,7 +52,9 @@ pub async fn bench(url: &str, o: Options) -> anyhow::Result<()> {
         job_scan_interval_ms: Some(50),
         settlement_cron: factledger::server::SettlementCron::Off,
         services: services.clone(),
-        services_callback_secret: Some(CALLBACK_SECRET.into()),
+        services_callbacks: factledger::server::services::GatewayCallbacks::Paysim {
+            secret: CALLBACK_SECRET.into(),
+        },
         ..Default::default()
     };
     let dir =
