@@ -373,3 +373,74 @@ pub async fn show(
         .map(|r| Json(r.into()))
         .ok_or_else(not_found)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn parts(r: Response) -> (StatusCode, Option<String>, String) {
+        let status = r.status();
+        let retry = r
+            .headers()
+            .get(RETRY_AFTER)
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        (status, retry, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    fn stored() -> Result<(StatusCode, CallbackReceipt), Problem> {
+        outcome(Receipt::Failed {
+            id: 7,
+            replay_job: Some("J-1".into()),
+        })
+    }
+
+    fn refused() -> Result<(StatusCode, CallbackReceipt), Problem> {
+        Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "CALLBACK_BACKLOG_FULL",
+            "full",
+        )
+        .retry_after(5))
+    }
+
+    #[tokio::test]
+    async fn each_provider_is_answered_in_its_documented_format() {
+        let (s, _, body) = parts(render(AnswerFormat::Json, stored())).await;
+        assert_eq!(s, StatusCode::ACCEPTED);
+        assert!(body.contains(r#""id":7"#) && body.contains("J-1"), "{body}");
+        // WeChat Pay APIv3: success is 200 (or 204) with no body; a failure is 4xx/5xx
+        // with {"code":"FAIL","message":…}, and WeChat re-sends.
+        assert_eq!(
+            parts(render(AnswerFormat::WechatPayV3, stored())).await,
+            (StatusCode::OK, None, String::new())
+        );
+        let (s, retry, body) = parts(render(AnswerFormat::WechatPayV3, refused())).await;
+        assert_eq!(
+            (s, retry.as_deref()),
+            (StatusCode::SERVICE_UNAVAILABLE, Some("5"))
+        );
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v, serde_json::json!({"code": "FAIL", "message": "full"}));
+        // Alipay reads the body: `success` stops its re-sending, anything else does not.
+        assert_eq!(
+            parts(render(AnswerFormat::AlipayText, stored())).await,
+            (StatusCode::OK, None, "success".to_owned())
+        );
+        let (s, _, body) = parts(render(AnswerFormat::AlipayText, refused())).await;
+        assert_eq!(
+            (s, body.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "fail")
+        );
+        let unverified = outcome(Receipt::Unverified {
+            sample: None,
+            error: crate::callbacks::VerifyError::Rejected {
+                header: "wechatpay-signature".into(),
+                reason: "bad_signature",
+                message: "the signature does not match".into(),
+            },
+        });
+        let (s, _, body) = parts(render(AnswerFormat::AlipayText, unverified)).await;
+        assert_eq!((s, body.as_str()), (StatusCode::UNAUTHORIZED, "fail"));
+    }
+}

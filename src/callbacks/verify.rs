@@ -351,6 +351,56 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// Accepts a delivery whose `x-a` and `x-b` headers concatenate to the body.
+    struct TwoHeaders;
+
+    impl Authenticator for TwoHeaders {
+        fn header(&self) -> &str {
+            "x-a"
+        }
+
+        fn verify(
+            &self,
+            headers: &[(String, Vec<u8>)],
+            body: &[u8],
+            now_ms: i64,
+        ) -> Result<(), VerifyError> {
+            assert!(now_ms > 0);
+            let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+            let joined = [
+                get("x-a").unwrap_or_default(),
+                get("x-b").unwrap_or_default(),
+            ]
+            .concat();
+            if joined == body {
+                Ok(())
+            } else {
+                Err(VerifyError::Rejected {
+                    header: "x-a".into(),
+                    reason: "bad_signature",
+                    message: "x-a + x-b is not the body".into(),
+                })
+            }
+        }
+    }
+
+    #[test]
+    fn a_custom_scheme_sees_every_header_and_its_refusal_names_its_reason() {
+        let v = Verifier::custom(Arc::new(TwoHeaders));
+        assert_eq!(v.header(), "x-a");
+        assert_eq!(format!("{v:?}"), "Custom(Custom(x-a))");
+        let headers = vec![
+            ("x-a".to_owned(), b"ab".to_vec()),
+            ("x-b".to_owned(), b"cd".to_vec()),
+        ];
+        assert_eq!(v.verify_delivery("p", &headers, b"abcd", 1), Ok(()));
+        let e = v.verify_delivery("p", &headers, b"abce", 1).unwrap_err();
+        assert_eq!((e.reason(), e.header()), ("bad_signature", "x-a"));
+        assert_eq!(e.to_string(), "x-a: x-a + x-b is not the body");
+        // A public-key signature is kept as sent (it proves nothing to a forger).
+        assert_eq!(v.stored_value(b"sig"), "sig");
+    }
+
     const BODY: &[u8] = br#"{"id":"evt-1"}"#;
 
     #[test]

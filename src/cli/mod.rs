@@ -8,6 +8,8 @@ mod compensate;
 mod jobs;
 mod log;
 mod projections;
+mod providers;
+mod secrets;
 mod serve;
 mod withdrawals;
 

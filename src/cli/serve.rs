@@ -110,8 +110,10 @@ fn options(g: &Global, f: &ServeFlags) -> anyhow::Result<factledger::server::Ser
         platform_sync.pairs.retain(|p| p.country.as_str() == code);
     }
     let sinks = f.outbox.as_ref().clone().sinks(g.partition.as_deref())?;
-    let (payouts, payout_provider_config, payout_lease_ms) = f.payouts.as_ref().clone().wiring()?;
-    let (services, services_cron, services_callbacks) = f.services.wiring()?;
+    let (payouts, payout_provider_config, payout_lease_ms) =
+        f.payouts.as_ref().clone().wiring(g.partition.as_deref())?;
+    let (services, services_cron, services_callbacks) =
+        f.services.wiring(g.partition.as_deref())?;
     tracing::info!(
         partition = g.partition.as_deref().unwrap_or("-"),
         sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),

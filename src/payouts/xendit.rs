@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 
 /// This provider's name in records and logs.
 pub const NAME: &str = "xendit";
+/// Xendit's API (live and test mode share it; the secret key chooses).
+pub const PRODUCTION_URL: &str = "https://api.xendit.co";
 /// The header Xendit's callbacks carry the verification token in.
 pub const CALLBACK_TOKEN_HEADER: &str = "x-callback-token";
 /// The header a create's idempotency key goes in.

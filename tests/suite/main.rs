@@ -64,6 +64,7 @@ mod payment_password_load;
 mod platform_sync;
 mod projection;
 mod projector_property;
+mod providers_cli;
 mod rebuild;
 mod reconcile;
 mod role_matrix;
