@@ -163,10 +163,11 @@ pub(crate) enum Signing {
 
 /// Signs a body into the headers that carry its proof (WeChat Pay's four
 /// `Wechatpay-*` headers, signed at each attempt).
+/// Turns a body into the headers that prove it.
+pub(crate) type SignFn = dyn Fn(&str) -> Vec<(String, String)> + Send + Sync;
+
 #[derive(Clone)]
-pub(crate) struct HeaderSigner(
-    pub std::sync::Arc<dyn Fn(&str) -> Vec<(String, String)> + Send + Sync>,
-);
+pub(crate) struct HeaderSigner(pub std::sync::Arc<SignFn>);
 
 impl std::fmt::Debug for HeaderSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
