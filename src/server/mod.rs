@@ -4,6 +4,7 @@ use crate::runtime::http::{self, AppState, ServiceConfig};
 
 #[cfg(test)]
 mod contract_tests;
+pub mod gateway_wechatpay;
 pub mod partitions;
 pub mod payouts;
 pub mod router;

@@ -135,6 +135,9 @@ pub enum GatewayCallbacks {
     /// `tools/payout-sim`'s paysim protocol: lower-case hex HMAC-SHA256 of the raw
     /// body under this secret in `x-gateway-signature`.
     Paysim { secret: String },
+    /// WeChat Pay APIv3: the platform keys by serial, the APIv3 key and our merchant
+    /// id (`server::gateway_wechatpay`).
+    WechatPay(super::gateway_wechatpay::WechatPayCallbacks),
 }
 
 /// The callback provider of `gateway` (`POST /v1/callbacks/{name}`), verified and
@@ -150,6 +153,9 @@ pub fn payment_callbacks(
     let secret = match callbacks {
         GatewayCallbacks::Unconfigured => None,
         GatewayCallbacks::Paysim { secret } => Some(Secret::new(secret)),
+        GatewayCallbacks::WechatPay(w) => {
+            return super::gateway_wechatpay::provider(ctx, gateway, w);
+        }
     };
     CallbackProvider::new(
         gateway.name().to_owned(),

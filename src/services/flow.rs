@@ -305,6 +305,7 @@ pub async fn run_refund(
         account_id: req.account_id.clone(),
         amount_minor: req.amount,
         currency: req.currency.clone(),
+        paid_minor: paid_minor(ctx, &req.order_no, &req.transaction_no).await,
     };
     let (stage, answer) = if refund.status == RefundStatus::Pending {
         units::refunds::submit(&ctx.store, &meta, refund_no, now, fence)
@@ -338,6 +339,72 @@ pub async fn run_refund(
         }
     }
     Ok(json!({ "status": status.as_str(), "stage": stage }))
+}
+
+/// What the refunded transaction paid, as its order recorded it (the payment it
+/// keeps, or one owed back); `None` when the order cannot be read or has no such
+/// transaction (the gateway then gets the refund amount as the payment's).
+async fn paid_minor(ctx: &Ctx, order_no: &str, transaction_no: &str) -> Option<i64> {
+    use factledger_aggregates::service_order::ServiceOrder;
+    let order = load::<ServiceOrder>(&ctx.store, order_no).await.ok()?.state;
+    order
+        .payment
+        .iter()
+        .chain(order.late.values())
+        .find(|p| p.transaction_no == transaction_no)
+        .map(|p| p.amount_minor)
+}
+
+/// A gateway's word about a cash refund that came by notification (WeChat Pay's
+/// `REFUND.*`): recorded exactly as a query's answer would be
+/// ([`units::refunds::record_answer`]), so a notification and a query of the same
+/// outcome settle the refund once, in whichever order they come. A refund already
+/// settled is left alone (a contradicting word is logged, not applied: a settled
+/// refund never moves again); one not yet submitted is a failure, to be replayed.
+pub async fn refund_answered(
+    ctx: &Ctx,
+    refund_no: &str,
+    answer: &RefundAnswer,
+    now: DateTime<Utc>,
+    fence: Option<Fence>,
+) -> Result<RefundStatus, ServiceUnitError> {
+    let meta = ctx.metadata("callback:refund");
+    let refund = load::<Refund>(&ctx.store, refund_no)
+        .await
+        .map_err(UnitError::from_bus)?
+        .state;
+    if refund.request.is_none() {
+        return Err(UnitError::Refused(
+            factledger_aggregates::refund::RefundError::NotFound.into(),
+        ));
+    }
+    if refund.status.is_final() {
+        let agrees = matches!(
+            (refund.status, answer),
+            (RefundStatus::Succeeded, RefundAnswer::Succeeded { .. })
+                | (RefundStatus::Closed, RefundAnswer::Closed { .. })
+                | (RefundStatus::Failed, RefundAnswer::Failed { .. })
+                | (
+                    _,
+                    RefundAnswer::Processing { .. } | RefundAnswer::Unknown { .. }
+                )
+        );
+        if !agrees {
+            tracing::warn!(
+                target: "factledger::services::compensation",
+                refund_no,
+                status = refund.status.as_str(),
+                answer = %answer.response(),
+                "a gateway notification contradicts a settled refund; not applied"
+            );
+        }
+        return Ok(refund.status);
+    }
+    Ok(
+        units::refunds::record_answer(&ctx.store, &meta, refund_no, answer, now, fence)
+            .await?
+            .value,
+    )
 }
 
 /// Membership sync: targeted (artist + fan) or full (every fan the artist has or had).

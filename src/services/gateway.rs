@@ -86,6 +86,10 @@ pub struct RefundRequest {
     /// Integer minor units, strictly positive, at most what was paid.
     pub amount_minor: i64,
     pub currency: String,
+    /// What the refunded payment was, in minor units (WeChat Pay's `amount.total`);
+    /// `None` when the payment is not on its order (then `amount_minor`).
+    #[serde(default)]
+    pub paid_minor: Option<i64>,
 }
 
 /// Where a refund stands at the gateway (see the module docs).

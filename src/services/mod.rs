@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod rounds;
 pub mod scans;
 pub mod units;
+pub mod wechatpay;
 
 pub use ctx::{Ctx, Faults, Services};
 pub mod api;

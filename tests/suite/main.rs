@@ -75,6 +75,7 @@ mod services_orders;
 mod services_property;
 mod services_smoke;
 mod services_subscriptions;
+mod services_wechatpay;
 mod settlement;
 mod store;
 mod tls;

@@ -64,6 +64,7 @@ fn request(refund_no: &str, p: &Payment, amount_minor: i64) -> RefundRequest {
         account_id: p.account_id.clone(),
         amount_minor,
         currency: p.currency.clone(),
+        paid_minor: None,
     }
 }
 
@@ -553,6 +554,7 @@ fn the_pure_mappings_refuse_to_guess() {
         account_id: "mch-1".into(),
         amount_minor: 100,
         currency: "CNY".into(),
+        paid_minor: None,
     };
     let ok = |status: &str| {
         json!({"refund_no": "r-1", "gateway_refund_id": "grf-1", "amount_minor": 100,

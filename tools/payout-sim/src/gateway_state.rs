@@ -113,6 +113,8 @@ pub(crate) struct Shared {
     pub next_transaction: AtomicU64,
     pub next_refund: AtomicU64,
     pub next_event: AtomicU64,
+    /// The WeChat Pay mode's keys when on (configuration: kept across resets).
+    wechatpay: Mutex<Option<std::sync::Arc<crate::gateway::wechatpay::WechatPayMode>>>,
 }
 
 impl Shared {
@@ -124,12 +126,19 @@ impl Shared {
             next_transaction: AtomicU64::new(0),
             next_refund: AtomicU64::new(0),
             next_event: AtomicU64::new(0),
+            wechatpay: Mutex::new(None),
         }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves plain data behind: keep serving.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn wechatpay_slot(
+        &self,
+    ) -> MutexGuard<'_, Option<std::sync::Arc<crate::gateway::wechatpay::WechatPayMode>>> {
+        self.wechatpay.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Forgets everything but the ids handed out (they stay unique).

@@ -100,16 +100,17 @@ impl Plumbing {
         body: &str,
         mut log: impl FnMut(&Delivery),
     ) -> Option<Delivery> {
-        let (header, value) = signing.header(body);
         let mut last = None;
         for attempt in 1..=CALLBACK_ATTEMPTS_MAX {
             if self.generation() != generation {
                 return last;
             }
-            let sent = self
-                .http
-                .post(url)
-                .header(header, &value)
+            // Signed per attempt: a scheme with a timestamp (WeChat Pay) re-signs.
+            let mut request = self.http.post(url);
+            for (header, value) in signing.headers(body) {
+                request = request.header(header, value);
+            }
+            let sent = request
                 .header("content-type", "application/json")
                 .timeout(Duration::from_millis(CALLBACK_TIMEOUT_MS))
                 .body(body.to_owned())
@@ -156,15 +157,33 @@ pub(crate) enum Signing {
         header: &'static str,
         secret: String,
     },
+    /// Headers computed from the body at each attempt.
+    Headers(HeaderSigner),
+}
+
+/// Signs a body into the headers that carry its proof (WeChat Pay's four
+/// `Wechatpay-*` headers, signed at each attempt).
+/// Turns a body into the headers that prove it.
+pub(crate) type SignFn = dyn Fn(&str) -> Vec<(String, String)> + Send + Sync;
+
+#[derive(Clone)]
+pub(crate) struct HeaderSigner(pub std::sync::Arc<SignFn>);
+
+impl std::fmt::Debug for HeaderSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeaderSigner")
+    }
 }
 
 impl Signing {
-    fn header(&self, body: &str) -> (&'static str, String) {
+    fn headers(&self, body: &str) -> Vec<(String, String)> {
         match self {
-            Signing::Token { header, token } => (header, token.clone()),
-            Signing::Hmac { header, secret } => {
-                (header, signature(secret.as_bytes(), body.as_bytes()))
-            }
+            Signing::Token { header, token } => vec![((*header).to_owned(), token.clone())],
+            Signing::Hmac { header, secret } => vec![(
+                (*header).to_owned(),
+                signature(secret.as_bytes(), body.as_bytes()),
+            )],
+            Signing::Headers(signer) => (signer.0)(body),
         }
     }
 }

@@ -188,7 +188,7 @@ async fn settings(State(sim): State<Sim>, Json(b): Json<SettingsBody>) -> Respon
 /// The gateway's routes (gateway API and its control API), to merge into the
 /// simulator's router.
 pub(crate) fn routes() -> Router<Sim> {
-    Router::new()
+    super::wechatpay_http::routes()
         .route("/gateway/payments", post(pay))
         .route("/gateway/refunds", post(refund))
         .route("/gateway/refunds/{refund_no}", get(query))

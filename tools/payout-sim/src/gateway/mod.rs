@@ -121,6 +121,8 @@
 pub(crate) mod http;
 pub mod model;
 mod pay;
+pub mod wechatpay;
+mod wechatpay_http;
 
 pub use model::{
     Course, GatewayFault, Method, Payment, PaymentRequest, Refund, RefundRequest, RefundStatus,

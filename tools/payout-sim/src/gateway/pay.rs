@@ -70,6 +70,7 @@ impl GatewaySim {
             s.by_transaction
                 .insert(payment.transaction_no.clone(), s.payments.len());
             s.payments.push(payment.clone());
+            let wechatpay = self.wechatpay();
             let plan = s.settings.callback_url.clone().map(|url| {
                 let signed = fault != Some(GatewayFault::BadSignatureCallback);
                 let secret = if signed {
@@ -77,14 +78,21 @@ impl GatewaySim {
                 } else {
                     WRONG_SECRET.to_owned()
                 };
+                let (body, signing) = match &wechatpay {
+                    Some(mode) => mode.pay_notification(&payment, signed),
+                    None => (
+                        payment.callback_body().to_string(),
+                        Signing::Hmac {
+                            header: SIGNATURE_HEADER,
+                            secret,
+                        },
+                    ),
+                };
                 Plan {
                     url,
-                    signing: Signing::Hmac {
-                        header: SIGNATURE_HEADER,
-                        secret,
-                    },
+                    signing,
                     signed,
-                    body: payment.callback_body().to_string(),
+                    body,
                     copies: if fault == Some(GatewayFault::DuplicateCallback) {
                         2
                     } else {
@@ -126,7 +134,7 @@ impl GatewaySim {
     }
 
     /// Delivers `plan` (every copy, one after the other).
-    async fn deliver(&self, generation: u64, plan: &Plan) -> CallbackReport {
+    pub(super) async fn deliver(&self, generation: u64, plan: &Plan) -> CallbackReport {
         let mut state = CallbackState::Delivered;
         let mut http_status = None;
         for copy in 1..=plan.copies {
