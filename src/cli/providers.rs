@@ -14,8 +14,10 @@ const XENDIT: &str = "xendit";
 const PAYOUT_PROVIDERS: &[&str] = &[XENDIT];
 /// `--gateway paysim`: `tools/payout-sim`'s own gateway protocol (tests, demos).
 const PAYSIM: &str = "paysim";
+/// `--gateway wechatpay`: WeChat Pay APIv3.
+const WECHATPAY: &str = "wechatpay";
 /// The gateways `--gateway` names.
-const GATEWAYS: &[&str] = &[PAYSIM];
+const GATEWAYS: &[&str] = &[PAYSIM, WECHATPAY];
 
 /// How `serve` pays withdrawals. The provider's API secret and callback token come
 /// from the environment or files only (`FACTLEDGER_PAYOUT_SECRET`,
@@ -196,6 +198,22 @@ impl ServicesArgs {
                         secret: secret.expose().to_owned(),
                     },
                 )
+            }
+            Some(WECHATPAY) => {
+                use factledger::server::gateway_wechatpay::WechatPayCallbacks;
+                use factledger::services::wechatpay::{WechatPayConfig, WechatPayGateway};
+                let mut config = WechatPayConfig::from_lookup(|k| secrets.lookup(k))
+                    .context("--gateway wechatpay")?;
+                if let Some(url) = url {
+                    config.base_url = url;
+                }
+                if let Some(name) = &self.gateway_name {
+                    config.name = name.clone();
+                }
+                let callbacks = GatewayCallbacks::WechatPay(WechatPayCallbacks::of(&config));
+                let gateway: Arc<dyn PaymentGateway> =
+                    Arc::new(WechatPayGateway::new(config).context("--gateway wechatpay")?);
+                (Some(gateway), callbacks)
             }
             Some(other) => anyhow::bail!("--gateway: {other} is not wired"),
         };

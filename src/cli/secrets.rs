@@ -56,6 +56,18 @@ impl<'a> Secrets<'a> {
         }
     }
 
+    /// A variable as the partition sees it: `NAME_<CODE>` (for `NAME_FILE`:
+    /// `NAME_<CODE>_FILE`) first, then `NAME`. For a provider's own config loader,
+    /// which reads `NAME` and `NAME_FILE` itself.
+    pub fn lookup(&self, name: &str) -> Option<String> {
+        let own = self.partition.map(|code| match name.strip_suffix("_FILE") {
+            Some(stem) => format!("{stem}_{code}_FILE"),
+            None => format!("{name}_{code}"),
+        });
+        own.and_then(|n| (self.lookup)(&n))
+            .or_else(|| (self.lookup)(name))
+    }
+
     /// `name`'s value, or `None` when neither it nor its file is set.
     pub fn optional(&self, name: &str) -> anyhow::Result<Option<SecretText>> {
         for n in self.candidates(name) {
@@ -196,6 +208,15 @@ mod tests {
         assert_eq!(plain.required("K", "x").unwrap().expose(), "shared");
         assert_eq!(plain.required("F", "x").unwrap().expose(), "from-file");
         assert_eq!(plain.optional("NOPE").unwrap(), None);
+        // A provider's loader sees the partition's variables under the shared names.
+        let env = vars(&[("K_CN", "china"), ("K", "shared"), ("P_CN_FILE", "/cn")]);
+        let cn = Secrets::new(Some("CN"), &env);
+        assert_eq!(cn.lookup("K").as_deref(), Some("china"));
+        assert_eq!(cn.lookup("P_FILE").as_deref(), Some("/cn"));
+        assert_eq!(
+            Secrets::new(Some("ID"), &env).lookup("K").as_deref(),
+            Some("shared")
+        );
     }
 
     #[test]
