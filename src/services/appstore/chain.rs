@@ -2,8 +2,12 @@
 //! (`SignedDataVerifier` / `ChainVerifier` of app-store-server-library-*), offline:
 //!
 //! 1. exactly three certificates, `[leaf, intermediate, root]`, standard base64 DER;
-//! 2. the root is byte for byte the pinned root (Apple Root CA - G3 unless configured
-//!    otherwise): the chain's own root is never trusted for being there;
+//! 2. the chain's root is the pinned root (Apple Root CA - G3 unless configured
+//!    otherwise): the same subject and the same public key — the trust anchor of
+//!    RFC 5280 path validation, so a re-issue of the same CA matches (Apple's own
+//!    test notifications carry one) and any other root is refused. The chain's own
+//!    root is never trusted for being there: the intermediate is verified with the
+//!    pinned root's key, and validity is the pinned root's;
 //! 3. names chain (leaf issuer = intermediate subject, intermediate issuer = root
 //!    subject) and each signature verifies with its issuer's key: ECDSA on P-256 or
 //!    P-384 with SHA-256 or SHA-384, as the certificate's `signatureAlgorithm` says;
@@ -215,19 +219,28 @@ pub fn verify(
     let leaf = Cert::parse(&x5c[0], "leaf")?;
     let intermediate = Cert::parse(&x5c[1], "intermediate")?;
     let root = Cert::parse(&x5c[2], "root")?;
-    if root.der != root_der {
+    let pinned = Cert {
+        cert: Certificate::from_der(root_der)
+            .map_err(|e| bad(format!("the pinned root is not a certificate: {e}")))?,
+        der: root_der.to_vec(),
+        role: "pinned root",
+    };
+    let same_ca = root.cert.tbs_certificate.subject == pinned.cert.tbs_certificate.subject
+        && root.cert.tbs_certificate.subject_public_key_info
+            == pinned.cert.tbs_certificate.subject_public_key_info;
+    if !same_ca {
         return Err(Failure::WrongRoot(format!(
-            "the chain's root has SHA-256 {}, the pinned root {}",
+            "the chain's root (SHA-256 {}) is not the pinned root's name and key (SHA-256 {})",
             fingerprint(&root.der),
             fingerprint(root_der)
         )));
     }
-    intermediate.signed_by(&root)?;
+    intermediate.signed_by(&pinned)?;
     leaf.signed_by(&intermediate)?;
     if !intermediate.is_ca() {
         return Err(bad("intermediate: not a CA (basic constraints)"));
     }
-    for c in [&leaf, &intermediate, &root] {
+    for c in [&leaf, &intermediate, &pinned] {
         c.valid_at(at_ms)?;
     }
     if leaf.extension(OID_APPLE_LEAF).is_none() {

@@ -14,7 +14,7 @@
 //! | body is JSON with a `signedPayload` string, three base64url parts, JSON header and payload (no repeated keys) | `malformed` |
 //! | header `alg` is `ES256` (`none`, `HS256`, … refused) | `bad_alg` |
 //! | `x5c` is `[leaf, intermediate, root]`, DER, names chain, each signature verifies with its issuer's key (ECDSA P-256/P-384, SHA-256/SHA-384), intermediate is a CA | `bad_chain` |
-//! | the chain's root is byte for byte the pinned one | `wrong_root` |
+//! | the chain's root is the pinned one (same subject and public key; the intermediate verified with the pinned key) | `wrong_root` |
 //! | each certificate valid at the payload's `signedDate` | `certificate_not_valid` |
 //! | leaf has `1.2.840.113635.100.6.11.1`, intermediate `1.2.840.113635.100.6.2.1` | `missing_oid` |
 //! | the ES256 signature verifies with the leaf's P-256 key | `bad_signature` |
@@ -63,6 +63,8 @@ pub mod payload;
 pub mod root;
 pub mod verify;
 
+#[cfg(test)]
+mod fixtures;
 #[cfg(test)]
 mod tests;
 
