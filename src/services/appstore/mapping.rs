@@ -113,10 +113,11 @@ fn transaction_ref(t: &Transaction) -> Result<TransactionRef, MappingError> {
             "transactionId {id:?}: 1 to {TRANSACTION_ID_CHARS_MAX} letters or digits"
         )));
     }
-    let first = t
-        .original_transaction_id
-        .as_deref()
-        .map_or(true, |o| o == id);
+    // No original id: Apple always sends one; alone, a transaction is its own first.
+    let first = match t.original_transaction_id.as_deref() {
+        None => true,
+        Some(o) => o == id,
+    };
     let order_no = if first {
         named_order_no.clone()
     } else {
