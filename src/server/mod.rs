@@ -2,6 +2,7 @@
 
 use crate::runtime::http::{self, AppState, ServiceConfig};
 
+pub mod appstore;
 #[cfg(test)]
 mod contract_tests;
 pub mod gateway_wechatpay;
@@ -140,6 +141,9 @@ pub struct ServeOptions {
     /// How the gateway's callbacks are verified and read (its secrets come from the
     /// environment or files).
     pub services_callbacks: services::GatewayCallbacks,
+    /// App Store Server Notifications V2 (`POST /v1/callbacks/appstore`), when set
+    /// (`appstore::config_from_env`: bundle id, environment, pinned root).
+    pub appstore: Option<crate::services::appstore::AppStoreConfig>,
 }
 
 /// When settlement fires (`serve --settlement-every`).
@@ -242,6 +246,11 @@ pub async fn job_engine(
     // copy of the registry: a replay must find every provider a delivery could name.
     let services_ctx = services::ctx(db, &slot, &options.services, country_code);
     kinds.extend(services::job_kinds(&services_ctx));
+    if let Some(config) = options.appstore.clone() {
+        options.callbacks = options
+            .callbacks
+            .with(appstore::provider(services_ctx.clone(), config))?;
+    }
     if let Some(gateway) = options.services.gateway.clone() {
         options.callbacks = options.callbacks.with(services::payment_callbacks(
             services_ctx,

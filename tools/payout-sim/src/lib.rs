@@ -116,6 +116,10 @@
 //!   returns to the configured settings, and drops pending settlements (the gateway's
 //!   state too).
 //!
+//! The same server also simulates the **App Store** sending App Store Server
+//! Notifications V2 (`{"signedPayload": JWS}` signed under its own minted chain), under
+//! `/control/appstore/…`: see [`appstore`].
+//!
 //! # In process
 //!
 //! [`spawn`]`(`[`SimConfig`]`) -> io::Result<`[`SimHandle`]`>` serves a simulator on
@@ -123,6 +127,8 @@
 //! payouts' state and [`SimHandle::gateway`] the gateway's.
 #![forbid(unsafe_code)]
 
+pub mod appstore;
+pub mod appstore_certs;
 pub mod gateway;
 mod gateway_state;
 mod http;
@@ -191,6 +197,8 @@ pub struct SimHandle {
     /// The simulator itself, for in-process control (the same state the control API
     /// changes).
     pub sim: Sim,
+    /// The simulated App Store (its own chain; settings start at their defaults).
+    pub appstore: appstore::AppStoreSim,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -241,7 +249,9 @@ pub async fn spawn(config: SimConfig) -> std::io::Result<SimHandle> {
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let sim = Sim::new(&config);
-    let app = router(sim.clone());
+    let appstore = appstore::AppStoreSim::new(appstore::AppStoreSettings::default())
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let app = router(sim.clone()).merge(appstore::routes(appstore.clone()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         // An accept error ends the server; callers then see connection errors.
@@ -254,6 +264,7 @@ pub async fn spawn(config: SimConfig) -> std::io::Result<SimHandle> {
     Ok(SimHandle {
         addr,
         sim,
+        appstore,
         stop: Some(stop),
         task,
     })

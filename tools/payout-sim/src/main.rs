@@ -48,6 +48,12 @@ struct Cli {
         default_value = payout_sim::gateway::CALLBACK_SECRET_DEFAULT
     )]
     gateway_callback_secret: String,
+    /// Where the simulated App Store POSTs its notifications; none without it.
+    #[arg(long)]
+    appstore_callback_url: Option<String>,
+    /// The bundle id the App Store's notifications name.
+    #[arg(long, default_value = "com.example.factledger")]
+    appstore_bundle_id: String,
 }
 
 #[tokio::main]
@@ -69,6 +75,13 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    running
+        .appstore
+        .configure(payout_sim::appstore::AppStoreSettings {
+            callback_url: cli.appstore_callback_url,
+            bundle_id: cli.appstore_bundle_id,
+            ..payout_sim::appstore::AppStoreSettings::default()
+        });
     println!("payout-sim listening on {}", running.base_url());
     // Serve until interrupted.
     let _ = tokio::signal::ctrl_c().await;
