@@ -22,7 +22,7 @@ pub(super) async fn compensate(
             names.join(", ")
         );
     };
-    let (services, _, _) = services.wiring(None)?;
+    let services = services.wiring(None)?.services;
     let db = open_db(&g.database_url, &g.integrity_keys).await?;
     let country = std::env::var("FACTLEDGER_COUNTRY").unwrap_or_else(|_| "ID".into());
     let mut options = factledger::server::ServeOptions {

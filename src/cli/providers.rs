@@ -124,6 +124,16 @@ impl PayoutArgs {
     }
 }
 
+/// What [`ServicesArgs::wiring`] gives `serve`.
+pub(super) struct ServicesWiring {
+    pub(super) services: factledger::services::Services,
+    pub(super) cron: factledger::server::services::ServicesCron,
+    /// How the gateway's callbacks are verified and read.
+    pub(super) callbacks: GatewayCallbacks,
+    /// App Store Server Notifications V2, when `FACTLEDGER_APPSTORE_BUNDLE_ID` is set.
+    pub(super) appstore: Option<factledger::services::appstore::AppStoreConfig>,
+}
+
 /// Paid services' wiring. The gateway's keys and secrets come from the environment or
 /// files only (per gateway below; per partition `…_<CODE>`; see [`Secrets`]).
 #[derive(clap::Args, Clone)]
@@ -158,14 +168,7 @@ pub(super) struct ServicesArgs {
 impl ServicesArgs {
     /// The capability settings, the scans' schedule and the gateway's callback
     /// protocol, for `partition` (`None`: an unpartitioned service).
-    pub(super) fn wiring(
-        &self,
-        partition: Option<&str>,
-    ) -> anyhow::Result<(
-        factledger::services::Services,
-        factledger::server::services::ServicesCron,
-        factledger::server::services::GatewayCallbacks,
-    )> {
+    pub(super) fn wiring(&self, partition: Option<&str>) -> anyhow::Result<ServicesWiring> {
         use anyhow::Context;
         if self.order_timeout_ms < 1_000 {
             anyhow::bail!("--order-timeout-ms: at least 1000");
@@ -223,6 +226,18 @@ impl ServicesArgs {
             ..Default::default()
         };
         let cron = factledger::server::services::ServicesCron::parse(&self.services_cron);
-        Ok((services, cron, callbacks))
+        // App Store Server Notifications V2: on when the bundle id is set (nothing in
+        // it is secret; the partition's own variables first, like every setting here).
+        let appstore = factledger::services::appstore::AppStoreConfig::from_lookup(
+            |k| secrets.lookup(k),
+            |path| std::fs::read(path).map_err(|e| format!("{path}: {e}")),
+        )
+        .context("App Store notifications")?;
+        Ok(ServicesWiring {
+            services,
+            cron,
+            callbacks,
+            appstore,
+        })
     }
 }

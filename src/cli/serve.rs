@@ -112,8 +112,7 @@ fn options(g: &Global, f: &ServeFlags) -> anyhow::Result<factledger::server::Ser
     let sinks = f.outbox.as_ref().clone().sinks(g.partition.as_deref())?;
     let (payouts, payout_provider_config, payout_lease_ms) =
         f.payouts.as_ref().clone().wiring(g.partition.as_deref())?;
-    let (services, services_cron, services_callbacks) =
-        f.services.wiring(g.partition.as_deref())?;
+    let services = f.services.wiring(g.partition.as_deref())?;
     tracing::info!(
         partition = g.partition.as_deref().unwrap_or("-"),
         sinks = ?sinks.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>(),
@@ -137,9 +136,10 @@ fn options(g: &Global, f: &ServeFlags) -> anyhow::Result<factledger::server::Ser
         payouts,
         payout_provider_config,
         payout_lease_ms: Some(payout_lease_ms),
-        services,
-        services_cron,
-        services_callbacks,
+        services: services.services,
+        services_cron: services.cron,
+        services_callbacks: services.callbacks,
+        appstore: services.appstore,
         ..Default::default()
     })
 }
