@@ -4,6 +4,7 @@ use crate::runtime::http::{self, AppState, ServiceConfig};
 
 #[cfg(test)]
 mod contract_tests;
+pub mod gateway_alipay;
 pub mod partitions;
 pub mod payouts;
 pub mod router;

@@ -135,6 +135,9 @@ pub enum GatewayCallbacks {
     /// `tools/payout-sim`'s paysim protocol: lower-case hex HMAC-SHA256 of the raw
     /// body under this secret in `x-gateway-signature`.
     Paysim { secret: String },
+    /// Alipay's async notifications: RSA2 over the sorted form with the Alipay public
+    /// key, our app id and seller (`server::gateway_alipay`).
+    Alipay(crate::services::alipay::NotifyVerifier),
 }
 
 /// The callback provider of `gateway` (`POST /v1/callbacks/{name}`), verified and
@@ -150,6 +153,9 @@ pub fn payment_callbacks(
     let secret = match callbacks {
         GatewayCallbacks::Unconfigured => None,
         GatewayCallbacks::Paysim { secret } => Some(Secret::new(secret)),
+        GatewayCallbacks::Alipay(verifier) => {
+            return super::gateway_alipay::provider(ctx, gateway, verifier.clone())
+        }
     };
     CallbackProvider::new(
         gateway.name().to_owned(),

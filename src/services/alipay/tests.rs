@@ -1,0 +1,1 @@
+//! Contract tests of the Alipay protocol.
