@@ -288,7 +288,7 @@ fn code_and_sub(node: &Node) -> (String, String, String) {
 /// Our id of an Alipay refund: Alipay has none of its own; a refund is the trade and
 /// our `out_request_no`.
 pub fn gateway_refund_id(request: &RefundRequest) -> String {
-    format!("{}#{}", request.transaction_no, request.refund_no)
+    format!("{}:{}", request.transaction_no, request.refund_no)
 }
 
 /// An `alipay.trade.refund` answer (see the parent module's first table).

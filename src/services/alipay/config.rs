@@ -99,10 +99,7 @@ fn key_text(
         (None, Some(path)) => std::fs::read_to_string(path.trim())
             .map(|text| (file_variable.clone(), text))
             .map_err(|e| refuse(&file_variable, format!("cannot read the file: {e}"))),
-        (None, None) => Err(refuse(
-            variable,
-            format!("not set (nor {file_variable})"),
-        )),
+        (None, None) => Err(refuse(variable, format!("not set (nor {file_variable})"))),
     }
 }
 
@@ -119,7 +116,8 @@ impl AlipayConfig {
         let app_id = id(ENV_APP_ID, get(ENV_APP_ID))?;
         let seller_id = id(ENV_SELLER_ID, get(ENV_SELLER_ID))?;
         let (from, text) = key_text(ENV_APP_PRIVATE_KEY, &get)?;
-        let app_private_key = AppPrivateKey::parse(&text).map_err(|e| refuse(&from, e.to_string()))?;
+        let app_private_key =
+            AppPrivateKey::parse(&text).map_err(|e| refuse(&from, e.to_string()))?;
         let (from, text) = key_text(ENV_PUBLIC_KEY, &get)?;
         let alipay_public_key =
             AlipayPublicKey::parse(&text).map_err(|e| refuse(&from, e.to_string()))?;

@@ -27,7 +27,7 @@
 //!
 //! | `alipay.trade.refund` answer (signed)                          | [`RefundAnswer`] |
 //! |-----------------------------------------------------------------|------------------|
-//! | `code` 10000, `fund_change` `Y` (and `refund_fee`, the trade's refunded total, at least ours) | `Succeeded` (`gateway_refund_id` `<trade_no>#<out_request_no>`) |
+//! | `code` 10000, `fund_change` `Y` (and `refund_fee`, the trade's refunded total, at least ours) | `Succeeded` (`gateway_refund_id` `<trade_no>:<out_request_no>`) |
 //! | `code` 10000, `fund_change` `N` or absent (a repeat of a number already refunded, or not settled yet: Alipay says to query) | `Processing` |
 //! | `code` 40004 with a sub-code of [`answer::REFUSALS`] (`ACQ.TRADE_NOT_EXIST`, `ACQ.REFUND_AMT_NOT_EQUAL_TOTAL`, `ACQ.TRADE_STATUS_ERROR`, `ACQ.TRADE_HAS_FINISHED`, `ACQ.SELLER_BALANCE_NOT_ENOUGH`, …) | `Failed`, reason `"<sub_code>: <sub_msg>"` |
 //! | 40004 `ACQ.SYSTEM_ERROR`, `ACQ.DISCORDANT_REPEAT_REQUEST` (the number was used with another amount) or any other sub-code; `code` 20000; 40001/40002/40006 (our request or key); anything else | `Unknown` |

@@ -53,9 +53,7 @@ pub fn parse_yuan(text: &str) -> Result<i64, String> {
             ))
         }
     };
-    let yuan: i64 = whole
-        .parse()
-        .map_err(|_| format!("{text:?}: too large"))?;
+    let yuan: i64 = whole.parse().map_err(|_| format!("{text:?}: too large"))?;
     yuan.checked_mul(100)
         .and_then(|f| f.checked_add(fen_part))
         .ok_or_else(|| format!("{text:?}: too large"))
