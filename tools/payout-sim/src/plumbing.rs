@@ -101,16 +101,21 @@ impl Plumbing {
         mut log: impl FnMut(&Delivery),
     ) -> Option<Delivery> {
         let (header, value) = signing.header(body);
+        let content_type = match signing {
+            Signing::Form => "application/x-www-form-urlencoded; charset=utf-8",
+            _ => "application/json",
+        };
         let mut last = None;
         for attempt in 1..=CALLBACK_ATTEMPTS_MAX {
             if self.generation() != generation {
                 return last;
             }
-            let sent = self
-                .http
-                .post(url)
-                .header(header, &value)
-                .header("content-type", "application/json")
+            let mut request = self.http.post(url);
+            if let Some(header) = header {
+                request = request.header(header, &value);
+            }
+            let sent = request
+                .header("content-type", content_type)
                 .timeout(Duration::from_millis(CALLBACK_TIMEOUT_MS))
                 .body(body.to_owned())
                 .send()
@@ -156,15 +161,18 @@ pub(crate) enum Signing {
         header: &'static str,
         secret: String,
     },
+    /// An Alipay notification form: its RSA2 `sign` is a field of the body itself.
+    Form,
 }
 
 impl Signing {
-    fn header(&self, body: &str) -> (&'static str, String) {
+    fn header(&self, body: &str) -> (Option<&'static str>, String) {
         match self {
-            Signing::Token { header, token } => (header, token.clone()),
+            Signing::Token { header, token } => (Some(header), token.clone()),
             Signing::Hmac { header, secret } => {
-                (header, signature(secret.as_bytes(), body.as_bytes()))
+                (Some(header), signature(secret.as_bytes(), body.as_bytes()))
             }
+            Signing::Form => (None, String::new()),
         }
     }
 }

@@ -168,7 +168,7 @@ impl Sim {
                 gateway: GatewayShared::new(GatewaySettings {
                     callback_url: config.gateway_callback_url.clone(),
                     callback_secret: config.gateway_callback_secret.clone(),
-                }),
+                }, config.alipay.clone()),
             }),
         }
     }

@@ -118,6 +118,8 @@
 //! In process, [`crate::SimHandle::gateway`] (or [`crate::Sim::gateway`]) gives a
 //! [`GatewaySim`] with the same operations.
 
+pub mod alipay;
+mod alipay_http;
 pub(crate) mod http;
 pub mod model;
 mod pay;
@@ -273,6 +275,18 @@ impl GatewaySim {
             s.counts.unauthorized += 1;
         }
         ok
+    }
+
+    /// Counts a call of the Alipay mode (`authorized`: its signature held).
+    pub fn count(&self, endpoint: GatewayEndpoint, authorized: bool) {
+        let mut s = self.lock();
+        match endpoint {
+            GatewayEndpoint::Refund => s.counts.refund += 1,
+            GatewayEndpoint::Query => s.counts.query += 1,
+        }
+        if !authorized {
+            s.counts.unauthorized += 1;
+        }
     }
 
     /// Decides one refund create (its refund number's next fault, then idempotency,

@@ -70,8 +70,25 @@ impl GatewaySim {
             s.by_transaction
                 .insert(payment.transaction_no.clone(), s.payments.len());
             s.payments.push(payment.clone());
+            let copies = if fault == Some(GatewayFault::DuplicateCallback) {
+                2
+            } else {
+                1
+            };
+            let alipay = shared.alipay.clone();
             let plan = s.settings.callback_url.clone().map(|url| {
                 let signed = fault != Some(GatewayFault::BadSignatureCallback);
+                if let Some(mode) = &alipay {
+                    // Alipay mode: the notification form carries its own RSA2 sign.
+                    let body = super::alipay::notification(
+                        mode,
+                        &payment,
+                        &payment.event_id,
+                        "TRADE_SUCCESS",
+                        !signed,
+                    );
+                    return super::alipay::plan(url, body, copies, signed, &payment, &payment.event_id);
+                }
                 let secret = if signed {
                     s.settings.callback_secret.clone()
                 } else {
@@ -85,11 +102,7 @@ impl GatewaySim {
                     },
                     signed,
                     body: payment.callback_body().to_string(),
-                    copies: if fault == Some(GatewayFault::DuplicateCallback) {
-                        2
-                    } else {
-                        1
-                    },
+                    copies,
                     event_id: payment.event_id.clone(),
                     order_no: payment.order_no.clone(),
                     transaction_no: payment.transaction_no.clone(),
@@ -126,7 +139,7 @@ impl GatewaySim {
     }
 
     /// Delivers `plan` (every copy, one after the other).
-    async fn deliver(&self, generation: u64, plan: &Plan) -> CallbackReport {
+    pub(super) async fn deliver(&self, generation: u64, plan: &Plan) -> CallbackReport {
         let mut state = CallbackState::Delivered;
         let mut http_status = None;
         for copy in 1..=plan.copies {
