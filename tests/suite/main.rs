@@ -68,6 +68,7 @@ mod rebuild;
 mod reconcile;
 mod role_matrix;
 mod scope;
+mod services_alipay;
 mod services_bookings;
 mod services_cron;
 mod services_orders;

@@ -128,7 +128,7 @@ impl NotifyVerifier {
     pub fn verify(&self, body: &[u8]) -> Result<(), NotifyRefusal> {
         let form = parse_form(body).map_err(|e| refuse("malformed", e))?;
         let Some(sign) = form.get(SIGN_FIELD).filter(|s| !s.is_empty()) else {
-            return Err(refuse("missing_signature", "sign: the field is missing"));
+            return Err(refuse("missing_signature", "the field is missing"));
         };
         match form.get("sign_type").map(String::as_str) {
             Some(SIGN_TYPE_RSA2) => {}
@@ -151,7 +151,7 @@ impl NotifyVerifier {
         );
         self.alipay_public_key
             .verify(&content, sign)
-            .map_err(|e| refuse("bad_signature", format!("sign: {e}")))?;
+            .map_err(|e| refuse("bad_signature", e.to_string()))?;
         if form.get("app_id") != Some(&self.app_id) {
             return Err(refuse(
                 "wrong_app",

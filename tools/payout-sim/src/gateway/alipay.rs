@@ -235,7 +235,14 @@ pub fn notification(
 }
 
 /// The callback plan of one notification (the body carries its own signature).
-pub(crate) fn plan(url: String, body: String, copies: u32, signed: bool, p: &Payment, notify_id: &str) -> Plan {
+pub(crate) fn plan(
+    url: String,
+    body: String,
+    copies: u32,
+    signed: bool,
+    p: &Payment,
+    notify_id: &str,
+) -> Plan {
     Plan {
         url,
         signing: Signing::Form,
@@ -263,9 +270,9 @@ impl GatewaySim {
         trade_status: &str,
     ) -> Result<super::CallbackReport, crate::plumbing::ControlError> {
         use crate::plumbing::ControlError;
-        let mode = self
-            .alipay()
-            .ok_or_else(|| ControlError::BadRequest("the simulator is not in Alipay mode".into()))?;
+        let mode = self.alipay().ok_or_else(|| {
+            ControlError::BadRequest("the simulator is not in Alipay mode".into())
+        })?;
         if !TRADE_STATUSES.contains(&trade_status) {
             return Err(ControlError::BadRequest(format!(
                 "trade_status {trade_status:?} is none of {TRADE_STATUSES:?}"

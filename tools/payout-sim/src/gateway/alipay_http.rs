@@ -27,7 +27,9 @@
 //! /control/gateway/alipay/notify` `{"transaction_no", "trade_status"}`.
 
 use super::alipay::{self, AlipayMode};
-use super::{GatewayEndpoint, GatewayFault, QueryVerdict, RefundRequest, RefundStatus, RefundVerdict};
+use super::{
+    GatewayEndpoint, GatewayFault, QueryVerdict, RefundRequest, RefundStatus, RefundVerdict,
+};
 use crate::plumbing::GARBAGE_BODY;
 use crate::respond::control_error;
 use crate::sim::Sim;
@@ -72,8 +74,8 @@ fn http_status(status: u16, body: &'static str) -> Response {
 /// twice (in either or both) is refused.
 fn params(query: Option<&str>, body: &[u8]) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
-    let pairs = form_urlencoded::parse(query.unwrap_or("").as_bytes())
-        .chain(form_urlencoded::parse(body));
+    let pairs =
+        form_urlencoded::parse(query.unwrap_or("").as_bytes()).chain(form_urlencoded::parse(body));
     for (k, v) in pairs {
         if out.insert(k.to_string(), v.into_owned()).is_some() {
             return Err(format!("parameter {k:?} is given twice"));
@@ -107,10 +109,16 @@ fn biz(p: &BTreeMap<String, String>) -> Result<Map<String, Value>, String> {
 }
 
 fn field<'a>(b: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
-    b.get(name).and_then(Value::as_str).filter(|s| !s.is_empty())
+    b.get(name)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
-async fn gateway_do(State(sim): State<Sim>, RawQuery(raw_query): RawQuery, body: Bytes) -> Response {
+async fn gateway_do(
+    State(sim): State<Sim>,
+    RawQuery(raw_query): RawQuery,
+    body: Bytes,
+) -> Response {
     let gateway = sim.gateway();
     let Some(mode) = gateway.alipay() else {
         return (StatusCode::NOT_FOUND, "the simulator is not in Alipay mode").into_response();
@@ -281,13 +289,18 @@ async fn refund(sim: &Sim, mode: &AlipayMode, b: &Map<String, Value>) -> Respons
 
 async fn query(sim: &Sim, mode: &AlipayMode, b: &Map<String, Value>) -> Response {
     let Some(refund_no) = field(b, "out_request_no") else {
-        return business_failed(mode, QUERY, "ACQ.INVALID_PARAMETER", "out_request_no is required");
+        return business_failed(
+            mode,
+            QUERY,
+            "ACQ.INVALID_PARAMETER",
+            "out_request_no is required",
+        );
     };
     let trade = trade_of(sim, b);
     let gateway = sim.gateway();
-    let known = trade.as_deref().is_some_and(|t| {
-        gateway.payments().iter().any(|p| p.transaction_no == t)
-    });
+    let known = trade
+        .as_deref()
+        .is_some_and(|t| gateway.payments().iter().any(|p| p.transaction_no == t));
     let Some(trade) = trade.filter(|_| known) else {
         return business_failed(mode, QUERY, "ACQ.TRADE_NOT_EXIST", "no such trade");
     };
@@ -303,7 +316,10 @@ async fn query(sim: &Sim, mode: &AlipayMode, b: &Map<String, Value>) -> Response
             gateway.peek(refund_no)
         }
     };
-    let payment = gateway.payments().into_iter().find(|p| p.transaction_no == trade);
+    let payment = gateway
+        .payments()
+        .into_iter()
+        .find(|p| p.transaction_no == trade);
     let mut node = json!({
         "code": "10000", "msg": "Success",
         "trade_no": trade,
@@ -311,7 +327,9 @@ async fn query(sim: &Sim, mode: &AlipayMode, b: &Map<String, Value>) -> Response
         "out_request_no": refund_no,
         "total_amount": alipay::yuan(payment.as_ref().map_or(0, |p| p.amount_minor)),
     });
-    if let Some(r) = found.filter(|r| r.transaction_no == trade && r.status == RefundStatus::Succeeded) {
+    if let Some(r) =
+        found.filter(|r| r.transaction_no == trade && r.status == RefundStatus::Succeeded)
+    {
         node["refund_amount"] = json!(alipay::yuan(r.amount_minor));
         node["refund_status"] = json!("REFUND_SUCCESS");
         node["gmt_refund_pay"] = json!(alipay::beijing(r.updated_at_ms));
@@ -326,7 +344,11 @@ struct NotifyBody {
 }
 
 async fn notify(State(sim): State<Sim>, Json(b): Json<NotifyBody>) -> Response {
-    match sim.gateway().alipay_notify(&b.transaction_no, &b.trade_status).await {
+    match sim
+        .gateway()
+        .alipay_notify(&b.transaction_no, &b.trade_status)
+        .await
+    {
         Ok(report) => Json(report).into_response(),
         Err(e) => control_error(e),
     }

@@ -87,7 +87,14 @@ impl GatewaySim {
                         "TRADE_SUCCESS",
                         !signed,
                     );
-                    return super::alipay::plan(url, body, copies, signed, &payment, &payment.event_id);
+                    return super::alipay::plan(
+                        url,
+                        body,
+                        copies,
+                        signed,
+                        &payment,
+                        &payment.event_id,
+                    );
                 }
                 let secret = if signed {
                     s.settings.callback_secret.clone()
