@@ -269,7 +269,7 @@ both_backends!(
         let seed: u64 = std::env::var("FACTLEDGER_ALIPAY_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or(0x5EED_A11);
+            .unwrap_or(0x05EE_DA11);
         let mut rng = Rng(seed);
         let (env, mode) = start(&db).await;
         let gateway = env.sim.gateway();

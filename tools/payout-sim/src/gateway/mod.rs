@@ -115,6 +115,9 @@
 //!   optional; `"callback_url": ""` turns callbacks off); `GET` shows them.
 //! - `POST /control/reset` (the simulator's) forgets the gateway's state too.
 //!
+//! With [`crate::SimConfig::alipay`] set, the same gateway speaks Alipay's open-API
+//! format instead ([`alipay`]: RSA2-signed notification forms, `POST /gateway.do`).
+//!
 //! In process, [`crate::SimHandle::gateway`] (or [`crate::Sim::gateway`]) gives a
 //! [`GatewaySim`] with the same operations.
 
