@@ -16,8 +16,10 @@ const PAYOUT_PROVIDERS: &[&str] = &[XENDIT];
 const PAYSIM: &str = "paysim";
 /// `--gateway wechatpay`: WeChat Pay APIv3.
 const WECHATPAY: &str = "wechatpay";
+/// `--gateway alipay`: Alipay's open API.
+const ALIPAY: &str = "alipay";
 /// The gateways `--gateway` names.
-const GATEWAYS: &[&str] = &[PAYSIM, WECHATPAY];
+const GATEWAYS: &[&str] = &[PAYSIM, WECHATPAY, ALIPAY];
 
 /// How `serve` pays withdrawals. The provider's API secret and callback token come
 /// from the environment or files only (`FACTLEDGER_PAYOUT_SECRET`,
@@ -139,8 +141,9 @@ pub(super) struct ServicesWiring {
 #[derive(clap::Args, Clone)]
 pub(super) struct ServicesArgs {
     /// The cash gateway refunds go through and whose pay notifications arrive at
-    /// `POST /v1/callbacks/<gateway-name>`: `paysim` (`tools/payout-sim`'s own protocol),
-    /// or `-` for none (cash refunds wait, pay callbacks are not served); per partition
+    /// `POST /v1/callbacks/<gateway-name>`: `wechatpay` (WeChat Pay APIv3,
+    /// `FACTLEDGER_WECHATPAY_*`), `alipay` (`FACTLEDGER_ALIPAY_*`), `paysim`
+    /// (`tools/payout-sim`'s own protocol), or `-` for none (cash refunds wait, pay callbacks are not served); per partition
     /// `CN=wechatpay;ID=paysim`.
     #[arg(long, env = "FACTLEDGER_GATEWAY", hide_env_values = true)]
     pub(super) gateway: Option<String>,
@@ -216,6 +219,21 @@ impl ServicesArgs {
                 let callbacks = GatewayCallbacks::WechatPay(WechatPayCallbacks::of(&config));
                 let gateway: Arc<dyn PaymentGateway> =
                     Arc::new(WechatPayGateway::new(config).context("--gateway wechatpay")?);
+                (Some(gateway), callbacks)
+            }
+            Some(ALIPAY) => {
+                use factledger::services::alipay::{AlipayConfig, AlipayGateway};
+                let mut config =
+                    AlipayConfig::from_lookup(|k| secrets.lookup(k)).context("--gateway alipay")?;
+                if let Some(url) = url {
+                    config.gateway_url = url;
+                }
+                if let Some(name) = &self.gateway_name {
+                    config.name = name.clone();
+                }
+                let callbacks = GatewayCallbacks::Alipay(config.verifier());
+                let gateway: Arc<dyn PaymentGateway> =
+                    Arc::new(AlipayGateway::new(config).context("--gateway alipay")?);
                 (Some(gateway), callbacks)
             }
             Some(other) => anyhow::bail!("--gateway: {other} is not wired"),

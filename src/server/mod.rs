@@ -5,6 +5,7 @@ use crate::runtime::http::{self, AppState, ServiceConfig};
 pub mod appstore;
 #[cfg(test)]
 mod contract_tests;
+pub mod gateway_alipay;
 pub mod gateway_wechatpay;
 pub mod partitions;
 pub mod payouts;

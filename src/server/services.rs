@@ -138,6 +138,9 @@ pub enum GatewayCallbacks {
     /// WeChat Pay APIv3: the platform keys by serial, the APIv3 key and our merchant
     /// id (`server::gateway_wechatpay`).
     WechatPay(super::gateway_wechatpay::WechatPayCallbacks),
+    /// Alipay's async notifications: RSA2 over the sorted form with the Alipay public
+    /// key, our app id and seller (`server::gateway_alipay`).
+    Alipay(crate::services::alipay::NotifyVerifier),
 }
 
 /// The callback provider of `gateway` (`POST /v1/callbacks/{name}`), verified and
@@ -155,6 +158,9 @@ pub fn payment_callbacks(
         GatewayCallbacks::Paysim { secret } => Some(Secret::new(secret)),
         GatewayCallbacks::WechatPay(w) => {
             return super::gateway_wechatpay::provider(ctx, gateway, w);
+        }
+        GatewayCallbacks::Alipay(verifier) => {
+            return super::gateway_alipay::provider(ctx, gateway, verifier.clone())
         }
     };
     CallbackProvider::new(

@@ -313,7 +313,7 @@ pub async fn run_refund(
             .map_err(failure)?;
         ("refund", gateway.refund(&request).await)
     } else {
-        match gateway.query_refund(refund_no).await {
+        match gateway.query_refund_of(&request).await {
             // The gateway never took the create (e.g. a 5xx before accepting): send
             // it again under the same number, which the gateway deduplicates.
             RefundAnswer::Unknown { error }

@@ -154,4 +154,11 @@ pub trait PaymentGateway: Send + Sync + 'static {
 
     /// Ask where refund `refund_no` stands; never starts a refund.
     async fn query_refund(&self, refund_no: &str) -> RefundAnswer;
+
+    /// Ask where `request`'s refund stands; never starts a refund. A gateway whose
+    /// query names the payment too (Alipay's names the trade) overrides it; by
+    /// default it asks by the refund number alone.
+    async fn query_refund_of(&self, request: &RefundRequest) -> RefundAnswer {
+        self.query_refund(&request.refund_no).await
+    }
 }

@@ -4,6 +4,7 @@
 //! account, and queued jobs and cron scans compensate every step that can fail
 //! half-way.
 
+pub mod alipay;
 pub mod appstore;
 pub mod ctx;
 pub mod flow;

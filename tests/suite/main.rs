@@ -69,6 +69,7 @@ mod rebuild;
 mod reconcile;
 mod role_matrix;
 mod scope;
+mod services_alipay;
 mod services_appstore;
 mod services_bookings;
 mod services_cron;

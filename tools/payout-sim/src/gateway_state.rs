@@ -110,6 +110,8 @@ impl State {
 pub(crate) struct Shared {
     state: Mutex<State>,
     initial: GatewaySettings,
+    /// Speaking Alipay's wire format (`gateway::alipay`), for the simulator's life.
+    pub alipay: Option<crate::gateway::alipay::AlipayMode>,
     pub next_transaction: AtomicU64,
     pub next_refund: AtomicU64,
     pub next_event: AtomicU64,
@@ -119,10 +121,14 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// A gateway with no payments, set up as `initial` (and so again at every reset).
-    pub(crate) fn new(initial: GatewaySettings) -> Shared {
+    pub(crate) fn new(
+        initial: GatewaySettings,
+        alipay: Option<crate::gateway::alipay::AlipayMode>,
+    ) -> Shared {
         Shared {
             state: Mutex::new(State::new(initial.clone())),
             initial,
+            alipay,
             next_transaction: AtomicU64::new(0),
             next_refund: AtomicU64::new(0),
             next_event: AtomicU64::new(0),

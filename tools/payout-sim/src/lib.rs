@@ -174,6 +174,8 @@ pub struct SimConfig {
     pub gateway_callback_url: Option<String>,
     /// The secret pay callbacks are signed with (HMAC-SHA256, `x-gateway-signature`).
     pub gateway_callback_secret: String,
+    /// Speak Alipay's wire format instead of paysim's ([`gateway::alipay`]).
+    pub alipay: Option<gateway::alipay::AlipayMode>,
 }
 
 impl Default for SimConfig {
@@ -186,6 +188,7 @@ impl Default for SimConfig {
             complete_after_ms: 0,
             gateway_callback_url: None,
             gateway_callback_secret: gateway::CALLBACK_SECRET_DEFAULT.into(),
+            alipay: None,
         }
     }
 }

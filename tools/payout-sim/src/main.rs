@@ -54,11 +54,37 @@ struct Cli {
     /// The bundle id the App Store's notifications name.
     #[arg(long, default_value = "com.example.factledger")]
     appstore_bundle_id: String,
+    /// Speak Alipay's open-API format for this app id (with
+    /// --alipay-app-public-key-file); "Alipay's" key pair is generated and its public
+    /// key printed at start.
+    #[arg(long, requires = "alipay_app_public_key_file")]
+    alipay_app_id: Option<String>,
+    /// The app public key (PEM or base64 DER) requests must verify with.
+    #[arg(long, requires = "alipay_app_id")]
+    alipay_app_public_key_file: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    let alipay = match (&cli.alipay_app_id, &cli.alipay_app_public_key_file) {
+        (Some(app_id), Some(path)) => {
+            let made = std::fs::read_to_string(path)
+                .map_err(|e| format!("{}: {e}", path.display()))
+                .and_then(|key| payout_sim::gateway::alipay::AlipayMode::new(app_id, &key));
+            match made {
+                Ok(mode) => Some(mode),
+                Err(e) => {
+                    eprintln!("error: alipay mode: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
+    if let Some(mode) = &alipay {
+        println!("alipay public key:\n{}", mode.alipay_public_key_pem());
+    }
     let config = SimConfig {
         listen: cli.listen,
         secret: cli.secret,
@@ -67,6 +93,7 @@ async fn main() -> ExitCode {
         complete_after_ms: cli.complete_after_ms,
         gateway_callback_url: cli.gateway_callback_url,
         gateway_callback_secret: cli.gateway_callback_secret,
+        alipay,
     };
     let running = match spawn(config).await {
         Ok(r) => r,

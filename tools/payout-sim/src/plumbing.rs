@@ -100,6 +100,10 @@ impl Plumbing {
         body: &str,
         mut log: impl FnMut(&Delivery),
     ) -> Option<Delivery> {
+        let content_type = match signing {
+            Signing::Form => "application/x-www-form-urlencoded; charset=utf-8",
+            _ => "application/json",
+        };
         let mut last = None;
         for attempt in 1..=CALLBACK_ATTEMPTS_MAX {
             if self.generation() != generation {
@@ -111,7 +115,7 @@ impl Plumbing {
                 request = request.header(header, value);
             }
             let sent = request
-                .header("content-type", "application/json")
+                .header("content-type", content_type)
                 .timeout(Duration::from_millis(CALLBACK_TIMEOUT_MS))
                 .body(body.to_owned())
                 .send()
@@ -159,11 +163,12 @@ pub(crate) enum Signing {
     },
     /// Headers computed from the body at each attempt.
     Headers(HeaderSigner),
+    /// An Alipay notification form: its RSA2 `sign` is a field of the body itself.
+    Form,
 }
 
 /// Signs a body into the headers that carry its proof (WeChat Pay's four
 /// `Wechatpay-*` headers, signed at each attempt).
-/// Turns a body into the headers that prove it.
 pub(crate) type SignFn = dyn Fn(&str) -> Vec<(String, String)> + Send + Sync;
 
 #[derive(Clone)]
@@ -184,6 +189,7 @@ impl Signing {
                 signature(secret.as_bytes(), body.as_bytes()),
             )],
             Signing::Headers(signer) => (signer.0)(body),
+            Signing::Form => Vec::new(),
         }
     }
 }

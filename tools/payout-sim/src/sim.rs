@@ -165,10 +165,13 @@ impl Sim {
                 plumbing: Plumbing::new(&config.secret),
                 next_id: AtomicU64::new(0),
                 next_event: AtomicU64::new(0),
-                gateway: GatewayShared::new(GatewaySettings {
-                    callback_url: config.gateway_callback_url.clone(),
-                    callback_secret: config.gateway_callback_secret.clone(),
-                }),
+                gateway: GatewayShared::new(
+                    GatewaySettings {
+                        callback_url: config.gateway_callback_url.clone(),
+                        callback_secret: config.gateway_callback_secret.clone(),
+                    },
+                    config.alipay.clone(),
+                ),
             }),
         }
     }

@@ -189,6 +189,7 @@ async fn settings(State(sim): State<Sim>, Json(b): Json<SettingsBody>) -> Respon
 /// simulator's router.
 pub(crate) fn routes() -> Router<Sim> {
     super::wechatpay_http::routes()
+        .merge(super::alipay_http::routes())
         .route("/gateway/payments", post(pay))
         .route("/gateway/refunds", post(refund))
         .route("/gateway/refunds/{refund_no}", get(query))

@@ -115,9 +115,14 @@
 //!   optional; `"callback_url": ""` turns callbacks off); `GET` shows them.
 //! - `POST /control/reset` (the simulator's) forgets the gateway's state too.
 //!
+//! With [`crate::SimConfig::alipay`] set, the same gateway speaks Alipay's open-API
+//! format instead ([`alipay`]: RSA2-signed notification forms, `POST /gateway.do`).
+//!
 //! In process, [`crate::SimHandle::gateway`] (or [`crate::Sim::gateway`]) gives a
 //! [`GatewaySim`] with the same operations.
 
+pub mod alipay;
+mod alipay_http;
 pub(crate) mod http;
 pub mod model;
 mod pay;
@@ -275,6 +280,19 @@ impl GatewaySim {
             s.counts.unauthorized += 1;
         }
         ok
+    }
+
+    /// Counts a call of a gateway mode's API (WeChat Pay, Alipay; `authorized`: its
+    /// signature held).
+    pub fn count(&self, endpoint: GatewayEndpoint, authorized: bool) {
+        let mut s = self.lock();
+        match endpoint {
+            GatewayEndpoint::Refund => s.counts.refund += 1,
+            GatewayEndpoint::Query => s.counts.query += 1,
+        }
+        if !authorized {
+            s.counts.unauthorized += 1;
+        }
     }
 
     /// Decides one refund create (its refund number's next fault, then idempotency,

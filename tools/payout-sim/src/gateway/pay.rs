@@ -71,8 +71,32 @@ impl GatewaySim {
                 .insert(payment.transaction_no.clone(), s.payments.len());
             s.payments.push(payment.clone());
             let wechatpay = self.wechatpay();
+            let copies = if fault == Some(GatewayFault::DuplicateCallback) {
+                2
+            } else {
+                1
+            };
+            let alipay = shared.alipay.clone();
             let plan = s.settings.callback_url.clone().map(|url| {
                 let signed = fault != Some(GatewayFault::BadSignatureCallback);
+                if let Some(mode) = &alipay {
+                    // Alipay mode: the notification form carries its own RSA2 sign.
+                    let body = super::alipay::notification(
+                        mode,
+                        &payment,
+                        &payment.event_id,
+                        "TRADE_SUCCESS",
+                        !signed,
+                    );
+                    return super::alipay::plan(
+                        url,
+                        body,
+                        copies,
+                        signed,
+                        &payment,
+                        &payment.event_id,
+                    );
+                }
                 let secret = if signed {
                     s.settings.callback_secret.clone()
                 } else {
@@ -93,11 +117,7 @@ impl GatewaySim {
                     signing,
                     signed,
                     body,
-                    copies: if fault == Some(GatewayFault::DuplicateCallback) {
-                        2
-                    } else {
-                        1
-                    },
+                    copies,
                     event_id: payment.event_id.clone(),
                     order_no: payment.order_no.clone(),
                     transaction_no: payment.transaction_no.clone(),

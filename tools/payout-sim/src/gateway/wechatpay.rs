@@ -384,18 +384,6 @@ impl GatewaySim {
         self.wechatpay().map(|m| m.platform.clone())
     }
 
-    /// Counts a call of the WeChat API (`authorized`: its signature held).
-    pub(crate) fn count(&self, endpoint: super::GatewayEndpoint, authorized: bool) {
-        let mut s = self.lock();
-        match endpoint {
-            super::GatewayEndpoint::Refund => s.counts.refund += 1,
-            super::GatewayEndpoint::Query => s.counts.query += 1,
-        }
-        if !authorized {
-            s.counts.unauthorized += 1;
-        }
-    }
-
     /// What payment `transaction_no` paid (a refund's `amount.total`).
     pub(crate) fn paid_minor(&self, transaction_no: &str) -> Option<i64> {
         let s = self.lock();
