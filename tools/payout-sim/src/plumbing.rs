@@ -98,6 +98,21 @@ impl Plumbing {
         url: &str,
         signing: &Signing,
         body: &str,
+        log: impl FnMut(&Delivery),
+    ) -> Option<Delivery> {
+        self.post_callback_with(generation, url, signing, &[], body, log)
+            .await
+    }
+
+    /// [`Plumbing::post_callback`] with `extra` headers on every attempt (the payout
+    /// webhooks' `webhook-id`).
+    pub(crate) async fn post_callback_with(
+        &self,
+        generation: u64,
+        url: &str,
+        signing: &Signing,
+        extra: &[(&'static str, String)],
+        body: &str,
         mut log: impl FnMut(&Delivery),
     ) -> Option<Delivery> {
         let (header, value) = signing.header(body);
@@ -106,9 +121,11 @@ impl Plumbing {
             if self.generation() != generation {
                 return last;
             }
-            let sent = self
-                .http
-                .post(url)
+            let mut request = self.http.post(url);
+            for (name, v) in extra {
+                request = request.header(*name, v);
+            }
+            let sent = request
                 .header(header, &value)
                 .header("content-type", "application/json")
                 .timeout(Duration::from_millis(CALLBACK_TIMEOUT_MS))
