@@ -184,7 +184,8 @@ impl ExternalCheck for ProviderReportCheck {
                 ));
             }
             let reversal_reported = reversed.contains_key(id.as_str());
-            if o.status == WithdrawalStatus::Paid.as_str() && paid_there == 0 && !reversal_reported {
+            if o.status == WithdrawalStatus::Paid.as_str() && paid_there == 0 && !reversal_reported
+            {
                 findings.push(mismatch(
                     &o.wallet_id,
                     id,

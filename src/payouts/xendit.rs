@@ -230,7 +230,10 @@ impl PayoutProvider for XenditProvider {
         if let CreateOutcome::Unknown { reason } = &outcome {
             tracing::warn!(%reason, "payout create outcome unknown");
         }
-        (outcome, record("create", sent_record(request, &body), &answer, start))
+        (
+            outcome,
+            record("create", sent_record(request, &body), &answer, start),
+        )
     }
 
     #[tracing::instrument(skip_all, fields(provider = NAME, %reference))]

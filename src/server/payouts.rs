@@ -121,7 +121,8 @@ impl Normalizer for XenditNormalizer {
             .transpose()
             .map_err(|_| NormalizeError("webhook-id is not UTF-8".into()))?;
         let event = callback::parse(webhook_id, raw).map_err(NormalizeError)?;
-        let data = serde_json::to_value(&event.payout).map_err(|e| NormalizeError(e.to_string()))?;
+        let data =
+            serde_json::to_value(&event.payout).map_err(|e| NormalizeError(e.to_string()))?;
         Ok(Normalized {
             event_id: event.event_id,
             event_type: event.event_type,
@@ -198,5 +199,78 @@ impl CallbackHandler for PayoutCallbacks {
             self.alert_reversal(&payout, cb.callback_id).await;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs.xendit.co/apidocs/payout-webhook-notification, `payoutWebhookExample`
+    /// (cut to the fields the normaliser reads).
+    const WEBHOOK: &[u8] =
+        br#"{"event": "payout.succeeded", "business_id": "5f27a14a9bf05c73dd040bc8",
+        "created": "2025-01-01T23:55:59Z",
+        "data": {"id": "disb-571f3644d2b4edf0745e9703", "amount": 10000, "channel_code": "ID_BCA",
+                 "currency": "IDR", "status": "SUCCEEDED", "reference_id": "myref-1482928194"}}"#;
+
+    #[test]
+    fn the_event_id_is_the_webhook_id_header_else_payout_id_and_status() {
+        let n = XenditNormalizer;
+        let header = vec![("webhook-id".to_owned(), b"whk-7".to_vec())];
+        let with = n.normalize_delivery(&header, WEBHOOK).unwrap();
+        assert_eq!(with.event_id, "whk-7");
+        assert_eq!(with.event_type, "payout.succeeded");
+        let without = n.normalize(WEBHOOK).unwrap();
+        assert_eq!(without.event_id, "disb-571f3644d2b4edf0745e9703:SUCCEEDED");
+        assert_eq!(with.data, without.data);
+        let payout: ProviderPayout = serde_json::from_value(with.data).unwrap();
+        assert_eq!(
+            (
+                payout.amount_minor,
+                payout.status,
+                payout.reference.as_str()
+            ),
+            (10_000, ProviderStatus::Succeeded, "myref-1482928194")
+        );
+        // Pure: the same delivery normalises the same on a replay.
+        assert_eq!(
+            n.normalize_delivery(&header, WEBHOOK).unwrap().event_id,
+            "whk-7"
+        );
+        let unknown = String::from_utf8_lossy(WEBHOOK).replace("\"SUCCEEDED\"", "\"ON_HOLD\"");
+        let e = n.normalize(unknown.as_bytes()).unwrap_err();
+        assert!(e.0.contains("data.status"), "{e}");
+    }
+
+    #[test]
+    fn a_malformed_secret_is_refused_naming_it_and_never_shown() {
+        let config = |key: &str, token: &str| PayoutProviderConfig {
+            base_url: "http://127.0.0.1:1".into(),
+            secret_key: key.into(),
+            callback_token: token.into(),
+            timeout: None,
+        };
+        let e = config("", "t").check().unwrap_err().to_string();
+        assert!(
+            e.contains("FACTLEDGER_PAYOUT_SECRET") && e.contains("empty"),
+            "{e}"
+        );
+        let e = config("sk_live_123", "t").check().unwrap_err().to_string();
+        assert!(
+            e.contains("secret_key") && !e.contains("sk_live_123"),
+            "{e}"
+        );
+        let e = config("xnd_production_k", " t")
+            .check()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("FACTLEDGER_PAYOUT_CALLBACK_TOKEN"), "{e}");
+        assert!(config("xnd_production_k", "t").check().is_ok());
+        let shown = format!("{:?}", config("xnd_production_k", "tok"));
+        assert!(
+            !shown.contains("xnd_production_k") && !shown.contains("tok\""),
+            "{shown}"
+        );
     }
 }

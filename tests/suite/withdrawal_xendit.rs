@@ -16,7 +16,12 @@ const NEVER_MS: u64 = 3_600_000;
 /// Xendit's payout webhook envelope (docs, "Payout webhook") for the simulator's
 /// payout of `reference` reporting `status`.
 fn envelope(env: &PayoutEnv, reference: &str, status: &str, failure_code: Option<&str>) -> Value {
-    let d = env.sim.sim.by_external_id(reference).pop().expect("the payout exists");
+    let d = env
+        .sim
+        .sim
+        .by_external_id(reference)
+        .pop()
+        .expect("the payout exists");
     let event = match status {
         "SUCCEEDED" => "payout.succeeded",
         "FAILED" => "payout.failed",
@@ -93,21 +98,34 @@ async fn reaches(env: &PayoutEnv, id: &str, status: &str) {
         status_of(env, id).await == status
     })
     .await;
-    assert!(reached.is_ok(), "{id} never reached {status}: {}", env.withdrawal(id).await);
+    assert!(
+        reached.is_ok(),
+        "{id} never reached {status}: {}",
+        env.withdrawal(id).await
+    );
 }
 
 both_backends!(
     a_documented_payout_succeeded_webhook_moves_a_withdrawal_to_paid_without_polling,
     |db: TestDb| async move {
         let env = PayoutEnv::start(&db).await;
-        env.sim.sim.set_settings(Some(NEVER_MS), None, None).unwrap();
+        env.sim
+            .sim
+            .set_settings(Some(NEVER_MS), None, None)
+            .unwrap();
         env.user("u-1", 100_000).await;
         let id = env.request("u-1", 25_000, "k-1").await;
         reaches(&env, &id, "PROCESSING").await;
         let body = envelope(&env, &id, "SUCCEEDED", None);
         // A forged token is refused before anything is stored.
-        assert_eq!(deliver(&env, "not-the-token", Some("whk-1"), &body).await, 401);
-        assert_eq!(deliver(&env, CALLBACK_TOKEN, Some("whk-1"), &body).await, 200);
+        assert_eq!(
+            deliver(&env, "not-the-token", Some("whk-1"), &body).await,
+            401
+        );
+        assert_eq!(
+            deliver(&env, CALLBACK_TOKEN, Some("whk-1"), &body).await,
+            200
+        );
         reaches(&env, &id, "PAID").await;
         let w = env.withdrawal(&id).await;
         let paid = w["events"]
@@ -125,7 +143,10 @@ both_backends!(
         );
         // Xendit re-sends: the same webhook-id is a duplicate, and without the
         // header the id is `<payout id>:SUCCEEDED` — stored, and moves nothing.
-        assert_eq!(deliver(&env, CALLBACK_TOKEN, Some("whk-1"), &body).await, 200);
+        assert_eq!(
+            deliver(&env, CALLBACK_TOKEN, Some("whk-1"), &body).await,
+            200
+        );
         assert_eq!(deliver(&env, CALLBACK_TOKEN, None, &body).await, 200);
         assert_eq!(deliver(&env, CALLBACK_TOKEN, None, &body).await, 200);
         let (status, list) = env.app.get("/v1/callbacks?provider=xendit&limit=100").await;
@@ -138,7 +159,10 @@ both_backends!(
             .collect();
         let payout_id = env.sim.sim.by_external_id(&id)[0].id.clone();
         assert!(ids.contains(&"whk-1"), "{list}");
-        assert!(ids.contains(&format!("{payout_id}:SUCCEEDED").as_str()), "{list}");
+        assert!(
+            ids.contains(&format!("{payout_id}:SUCCEEDED").as_str()),
+            "{list}"
+        );
         assert_eq!(entries(&env, "u-1", "WITHDRAW_PAYOUT").await, 1);
     }
 );
@@ -147,7 +171,10 @@ both_backends!(
     a_reversal_after_paid_is_recorded_reconciled_and_alerted_and_moves_no_money,
     |db: TestDb| async move {
         let env = PayoutEnv::start(&db).await;
-        env.sim.sim.set_settings(Some(NEVER_MS), None, None).unwrap();
+        env.sim
+            .sim
+            .set_settings(Some(NEVER_MS), None, None)
+            .unwrap();
         env.user("u-1", 100_000).await;
         let id = env.request("u-1", 25_000, "k-1").await;
         reaches(&env, &id, "PROCESSING").await;
@@ -161,7 +188,11 @@ both_backends!(
         })
         .await;
         assert!(recorded.is_ok(), "{}", env.withdrawal(&id).await);
-        assert_eq!(status_of(&env, &id).await, "PAID", "never silently anything else");
+        assert_eq!(
+            status_of(&env, &id).await,
+            "PAID",
+            "never silently anything else"
+        );
         assert_eq!(entries(&env, "u-1", "WITHDRAW_PAYOUT").await, 1);
         assert_eq!(entries(&env, "u-1", "WITHDRAW_UNFREEZE").await, 0);
         let alerts = env
@@ -177,9 +208,18 @@ both_backends!(
         assert_eq!(alerts, 1, "a person is told");
         // The provider's transactions say REVERSED too (no more webhooks from it):
         // reconciliation names the reversal, not a payout missing.
-        env.sim.sim.set_settings(None, Some(String::new()), None).unwrap();
-        env.sim.sim.complete(&id, payout_sim::Status::Succeeded, None).unwrap();
-        env.sim.sim.complete(&id, payout_sim::Status::Reversed, None).unwrap();
+        env.sim
+            .sim
+            .set_settings(None, Some(String::new()), None)
+            .unwrap();
+        env.sim
+            .sim
+            .complete(&id, payout_sim::Status::Succeeded, None)
+            .unwrap();
+        env.sim
+            .sim
+            .complete(&id, payout_sim::Status::Reversed, None)
+            .unwrap();
         let run = env.app.reconciled(json!({})).await;
         let reversal: Vec<&Value> = run["findings"]
             .as_array()
@@ -209,7 +249,10 @@ both_backends!(
         const AMOUNT: i64 = 10_000;
         let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
         let env = PayoutEnv::start(&db).await;
-        env.sim.sim.set_settings(Some(NEVER_MS), None, None).unwrap();
+        env.sim
+            .sim
+            .set_settings(Some(NEVER_MS), None, None)
+            .unwrap();
         let mut ids = Vec::new();
         for u in 0..USERS {
             let user = format!("u-{u}");
@@ -228,7 +271,11 @@ both_backends!(
         let mut truths = Vec::new();
         let mut pile: Vec<(bool, Option<String>, Value)> = Vec::new();
         for (n, (user, id)) in ids.iter().enumerate() {
-            let truth = if rng.random_bool(0.5) { Truth::Succeeded } else { Truth::Failed };
+            let truth = if rng.random_bool(0.5) {
+                Truth::Succeeded
+            } else {
+                Truth::Failed
+            };
             truths.push((user.clone(), id.clone(), truth));
             let real = match truth {
                 Truth::Succeeded => envelope(&env, id, "SUCCEEDED", None),
@@ -253,10 +300,16 @@ both_backends!(
         pile.shuffle(&mut rng);
         for chunk in pile.chunks(4) {
             let sends = chunk.iter().map(|(genuine, header, body)| {
-                let token = if *genuine { CALLBACK_TOKEN } else { "forged-token" };
+                let token = if *genuine {
+                    CALLBACK_TOKEN
+                } else {
+                    "forged-token"
+                };
                 deliver(&env, token, header.as_deref(), body)
             });
-            for (status, (genuine, _, _)) in futures::future::join_all(sends).await.iter().zip(chunk) {
+            for (status, (genuine, _, _)) in
+                futures::future::join_all(sends).await.iter().zip(chunk)
+            {
                 if *genuine {
                     assert!(*status == 200 || *status == 202, "{status}");
                 } else {
@@ -265,7 +318,11 @@ both_backends!(
             }
         }
         for (_, id, truth) in &truths {
-            let want = if *truth == Truth::Succeeded { "PAID" } else { "FAILED" };
+            let want = if *truth == Truth::Succeeded {
+                "PAID"
+            } else {
+                "FAILED"
+            };
             reaches(&env, id, want).await;
         }
         for u in 0..USERS {
@@ -273,11 +330,22 @@ both_backends!(
             let mine = || truths.iter().filter(|(who, _, _)| *who == user);
             let paid = mine().filter(|(_, _, t)| *t == Truth::Succeeded).count();
             let failed = mine().count() - paid;
-            assert_eq!(entries(&env, &user, "WITHDRAW_PAYOUT").await, paid, "{user}");
-            assert_eq!(entries(&env, &user, "WITHDRAW_UNFREEZE").await, failed, "{user}");
+            assert_eq!(
+                entries(&env, &user, "WITHDRAW_PAYOUT").await,
+                paid,
+                "{user}"
+            );
+            assert_eq!(
+                entries(&env, &user, "WITHDRAW_UNFREEZE").await,
+                failed,
+                "{user}"
+            );
             let w = env.wallet(&user).await;
             assert_eq!(
-                (w["available_minor"].as_i64().unwrap(), w["frozen_minor"].as_i64().unwrap()),
+                (
+                    w["available_minor"].as_i64().unwrap(),
+                    w["frozen_minor"].as_i64().unwrap()
+                ),
                 (1_000_000 - AMOUNT * paid as i64, 0),
                 "{user}: seed {SEED:#x}"
             );
@@ -288,7 +356,9 @@ both_backends!(
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter(|e| e["event_type"] == "PayoutSucceeded" || e["event_type"] == "PayoutFailed")
+                .filter(|e| {
+                    e["event_type"] == "PayoutSucceeded" || e["event_type"] == "PayoutFailed"
+                })
                 .count();
             assert_eq!(settled, 1, "{id} settled once: {w}");
         }

@@ -255,7 +255,10 @@ fn every_fold_of_a_provider_report_walks_edges_only() {
 #[test]
 fn a_reversal_after_paid_contradicts_and_before_paid_fails_for_good() {
     assert_eq!(targets(S::Paid, &R::Reversed), Fold::Contradiction);
-    assert_eq!(targets(S::Processing, &R::Reversed), Fold::Move(vec![S::Failed]));
+    assert_eq!(
+        targets(S::Processing, &R::Reversed),
+        Fold::Move(vec![S::Failed])
+    );
     assert_eq!(
         targets(S::ProviderUnknown, &R::Reversed),
         Fold::Move(vec![S::Processing, S::Failed])

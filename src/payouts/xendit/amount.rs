@@ -23,10 +23,7 @@ const DIGITS: [(&str, u32); 6] = [
 
 /// Digits after the point `currency` is written with, if Xendit pays out in it.
 pub fn digits(currency: &str) -> Option<u32> {
-    DIGITS
-        .iter()
-        .find(|(c, _)| *c == currency)
-        .map(|(_, d)| *d)
+    DIGITS.iter().find(|(c, _)| *c == currency).map(|(_, d)| *d)
 }
 
 /// `amount_minor` as the decimal text of a JSON number in the major unit:

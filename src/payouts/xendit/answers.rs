@@ -132,7 +132,12 @@ pub fn map_query(reference: &str, status: u16, body: &[u8]) -> QueryOutcome {
     }
     let live: Vec<&ProviderPayout> = mine
         .iter()
-        .filter(|p| matches!(p.status, ProviderStatus::Accepted | ProviderStatus::Succeeded))
+        .filter(|p| {
+            matches!(
+                p.status,
+                ProviderStatus::Accepted | ProviderStatus::Succeeded
+            )
+        })
         .collect();
     match live.as_slice() {
         [one] => QueryOutcome::Found((*one).clone()),

@@ -102,7 +102,10 @@ fn our_create_body_is_the_documented_example_body() {
     let ours: Value = serde_json::from_str(&body).unwrap();
     let documented: Value = serde_json::from_str(CREATE_PAYOUT_EXAMPLE).unwrap();
     assert_eq!(ours, documented);
-    assert!(body.contains(r#""amount":10000,"#), "an integer for IDR: {body}");
+    assert!(
+        body.contains(r#""amount":10000,"#),
+        "an integer for IDR: {body}"
+    );
     // The PHP example of the integration guide: 1.11 pesos, written exactly.
     let mut php = example_request();
     php.currency = Currency::parse("PHP").unwrap();
@@ -141,10 +144,16 @@ async fn capture(answer: &'static str) -> (String, std::sync::Arc<std::sync::Mut
         let log = log.clone();
         async move {
             let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
+            let body = axum::body::to_bytes(body, 1 << 20)
+                .await
+                .unwrap_or_default();
             log.lock().unwrap().push(Seen {
                 method: parts.method.to_string(),
-                path_and_query: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+                path_and_query: parts
+                    .uri
+                    .path_and_query()
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
                 headers: parts
                     .headers
                     .iter()
@@ -172,12 +181,18 @@ async fn a_create_is_posted_to_v2_payouts_with_basic_auth_and_the_idempotency_ke
     let (outcome, _) = p.create(&example_request()).await;
     assert!(matches!(outcome, CreateOutcome::Created(_)), "{outcome:?}");
     let seen = seen.lock().unwrap()[0].clone();
-    assert_eq!((seen.method.as_str(), seen.path_and_query.as_str()), ("POST", "/v2/payouts"));
+    assert_eq!(
+        (seen.method.as_str(), seen.path_and_query.as_str()),
+        ("POST", "/v2/payouts")
+    );
     assert_eq!(seen.header("idempotency-key"), Some("myref-1482928194"));
     assert_eq!(seen.header("authorization"), Some(BASIC));
     assert_eq!(seen.header("content-type"), Some("application/json"));
     let body: Value = serde_json::from_slice(&seen.body).unwrap();
-    assert_eq!(body, serde_json::from_str::<Value>(CREATE_PAYOUT_EXAMPLE).unwrap());
+    assert_eq!(
+        body,
+        serde_json::from_str::<Value>(CREATE_PAYOUT_EXAMPLE).unwrap()
+    );
 }
 
 #[tokio::test]
@@ -216,7 +231,9 @@ fn the_documented_payout_objects_read_as_our_payouts() {
     php.currency = Currency::parse("PHP").unwrap();
     php.amount_minor = 111;
     match map_create(&php, 200, PHP_CREATE_RESPONSE_EXAMPLE.as_bytes()) {
-        CreateOutcome::Created(p) => assert_eq!((p.amount_minor, p.status), (111, ProviderStatus::Accepted)),
+        CreateOutcome::Created(p) => {
+            assert_eq!((p.amount_minor, p.status), (111, ProviderStatus::Accepted))
+        }
         other => panic!("{other:?}"),
     }
     // The same answer for a payout of 1.12 pesos is not ours.
@@ -236,7 +253,10 @@ fn the_documented_list_by_reference_reads_as_found_and_an_empty_one_as_absent() 
         QueryOutcome::Found(p) => assert_eq!(p.provider_id, "disb-571f3644d2b4edf0745e9703"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(map_query("myref-1482928194", 200, b"[]"), QueryOutcome::Absent);
+    assert_eq!(
+        map_query("myref-1482928194", 200, b"[]"),
+        QueryOutcome::Absent
+    );
     let page = format!(r#"{{"data": [{PAYOUT_FOUND_EXAMPLE}], "has_more": false}}"#);
     assert!(matches!(
         map_query("myref-1482928194", 200, page.as_bytes()),
@@ -249,7 +269,11 @@ fn the_documented_list_by_reference_reads_as_found_and_an_empty_one_as_absent() 
     ));
     // A 404 (a proxy, a wrong path) proves nothing.
     assert!(matches!(
-        map_query("myref-1482928194", 404, br#"{"error_code":"DATA_NOT_FOUND"}"#),
+        map_query(
+            "myref-1482928194",
+            404,
+            br#"{"error_code":"DATA_NOT_FOUND"}"#
+        ),
         QueryOutcome::Unknown { .. }
     ));
 }
@@ -270,7 +294,10 @@ fn the_documented_webhook_reads_as_a_succeeded_payout_deduped_by_webhook_id_or_p
         }
     );
     let with = callback::parse(Some("whk-1"), PAYOUT_WEBHOOK_EXAMPLE.as_bytes()).unwrap();
-    assert_eq!((with.event_id.as_str(), with.payout), ("whk-1", without.payout));
+    assert_eq!(
+        (with.event_id.as_str(), with.payout),
+        ("whk-1", without.payout)
+    );
 }
 
 #[test]
@@ -284,7 +311,12 @@ fn failed_reversed_and_malformed_webhooks_read_as_the_docs_say() {
         }
         callback::parse(None, v.to_string().as_bytes())
     };
-    let failed = with("payout.failed", "FAILED", json!({"failure_code": "INVALID_DESTINATION"})).unwrap();
+    let failed = with(
+        "payout.failed",
+        "FAILED",
+        json!({"failure_code": "INVALID_DESTINATION"}),
+    )
+    .unwrap();
     assert_eq!(failed.event_id, "disb-571f3644d2b4edf0745e9703:FAILED");
     assert_eq!(
         failed.payout.status,
@@ -293,17 +325,43 @@ fn failed_reversed_and_malformed_webhooks_read_as_the_docs_say() {
             recoverable: false
         }
     );
-    let balance = with("payout.failed", "FAILED", json!({"failure_code": "INSUFFICIENT_BALANCE"})).unwrap();
-    assert!(matches!(balance.payout.status, ProviderStatus::Failed { recoverable: true, .. }));
+    let balance = with(
+        "payout.failed",
+        "FAILED",
+        json!({"failure_code": "INSUFFICIENT_BALANCE"}),
+    )
+    .unwrap();
+    assert!(matches!(
+        balance.payout.status,
+        ProviderStatus::Failed {
+            recoverable: true,
+            ..
+        }
+    ));
     let reversed = with("payout.reversed", "REVERSED", json!({})).unwrap();
     assert_eq!(reversed.payout.status, ProviderStatus::Reversed);
     assert_ne!(reversed.event_id, failed.event_id);
     for (event, status, extra, named) in [
         ("payout.succeeded", "FAILED", json!({}), "event"),
         ("payout.held", "ON_HOLD", json!({}), "data.status"),
-        ("payout.succeeded", "SUCCEEDED", json!({"amount": 100.5}), "data.amount"),
-        ("payout.succeeded", "SUCCEEDED", json!({"amount": "10000"}), "data.amount"),
-        ("payout.succeeded", "SUCCEEDED", json!({"currency": "EUR"}), "data.currency"),
+        (
+            "payout.succeeded",
+            "SUCCEEDED",
+            json!({"amount": 100.5}),
+            "data.amount",
+        ),
+        (
+            "payout.succeeded",
+            "SUCCEEDED",
+            json!({"amount": "10000"}),
+            "data.amount",
+        ),
+        (
+            "payout.succeeded",
+            "SUCCEEDED",
+            json!({"currency": "EUR"}),
+            "data.currency",
+        ),
     ] {
         let e = with(event, status, extra).unwrap_err();
         assert!(e.contains(named), "{event} {status}: {e}");
@@ -323,10 +381,38 @@ fn every_documented_status_and_failure_code_maps_and_an_unknown_status_is_an_err
         ("LOCKED", None, P::Accepted),
         ("SUCCEEDED", None, P::Succeeded),
         ("REVERSED", None, P::Reversed),
-        ("FAILED", None, P::Failed { code: "UNKNOWN_FAILURE".into(), recoverable: false }),
-        ("CANCELLED", None, P::Failed { code: "CANCELLED".into(), recoverable: false }),
-        ("COMPLIANCE_REJECTED", None, P::Failed { code: "COMPLIANCE_REJECTED".into(), recoverable: false }),
-        ("EXPIRED", None, P::Failed { code: "EXPIRED".into(), recoverable: false }),
+        (
+            "FAILED",
+            None,
+            P::Failed {
+                code: "UNKNOWN_FAILURE".into(),
+                recoverable: false,
+            },
+        ),
+        (
+            "CANCELLED",
+            None,
+            P::Failed {
+                code: "CANCELLED".into(),
+                recoverable: false,
+            },
+        ),
+        (
+            "COMPLIANCE_REJECTED",
+            None,
+            P::Failed {
+                code: "COMPLIANCE_REJECTED".into(),
+                recoverable: false,
+            },
+        ),
+        (
+            "EXPIRED",
+            None,
+            P::Failed {
+                code: "EXPIRED".into(),
+                recoverable: false,
+            },
+        ),
     ];
     for (status, code, want) in table {
         assert_eq!(wire::status("status", status, code), Ok(want), "{status}");
@@ -334,7 +420,14 @@ fn every_documented_status_and_failure_code_maps_and_an_unknown_status_is_an_err
     for code in wire::FAILURE_CODES {
         let got = wire::status("status", "FAILED", Some(code)).unwrap();
         let recoverable = code == INSUFFICIENT_BALANCE;
-        assert_eq!(got, P::Failed { code: code.into(), recoverable }, "{code}");
+        assert_eq!(
+            got,
+            P::Failed {
+                code: code.into(),
+                recoverable
+            },
+            "{code}"
+        );
     }
     let e = wire::status("data.status", "ON_HOLD", None).unwrap_err();
     assert!(e.starts_with("data.status"), "{e}");
@@ -345,13 +438,14 @@ fn create_answers_map_as_the_table_says() {
     let r = example_request();
     let err = |code: &str| json!({"error_code": code, "message": "m"}).to_string();
     let unknown = |o: CreateOutcome| matches!(o, CreateOutcome::Unknown { .. });
-    let refused = |o: CreateOutcome, recoverable: bool| {
-        matches!(o, CreateOutcome::Refused { recoverable: x, .. } if x == recoverable)
-    };
+    let refused = |o: CreateOutcome, recoverable: bool| matches!(o, CreateOutcome::Refused { recoverable: x, .. } if x == recoverable);
     let reversed = PAYOUT_FOUND_EXAMPLE.replace("ACCEPTED", "ON_HOLD");
     assert!(unknown(map_create(&r, 200, reversed.as_bytes())));
     assert!(unknown(map_create(&r, 200, b"<html>")));
-    assert!(refused(map_create(&r, 400, err("INSUFFICIENT_BALANCE").as_bytes()), true));
+    assert!(refused(
+        map_create(&r, 400, err("INSUFFICIENT_BALANCE").as_bytes()),
+        true
+    ));
     for code in [
         "API_VALIDATION_ERROR",
         "INVALID_JSON_FORMAT",
@@ -360,11 +454,17 @@ fn create_answers_map_as_the_table_says() {
         "RECIPIENT_AMOUNT_ERROR",
         "MAXIMUM_TRANSFER_LIMIT_ERROR",
     ] {
-        assert!(refused(map_create(&r, 400, err(code).as_bytes()), false), "{code}");
+        assert!(
+            refused(map_create(&r, 400, err(code).as_bytes()), false),
+            "{code}"
+        );
     }
     assert!(refused(map_create(&r, 404, b"not json"), false));
     for status in [401, 403, 408, 409, 429] {
-        assert!(unknown(map_create(&r, status, err("X").as_bytes())), "{status}");
+        assert!(
+            unknown(map_create(&r, status, err("X").as_bytes())),
+            "{status}"
+        );
     }
     for code in answers::DUPLICATE_CODES {
         assert!(unknown(map_create(&r, 400, err(code).as_bytes())), "{code}");
@@ -383,8 +483,14 @@ fn look_ups_with_several_payouts_find_the_live_one_or_stay_unknown() {
     };
     let q = |rows: &[String]| map_query("po-1", 200, format!("[{}]", rows.join(",")).as_bytes());
     let unknown = |o: QueryOutcome| matches!(o, QueryOutcome::Unknown { .. });
-    assert!(unknown(q(&[row("d-1", "5", "ACCEPTED"), row("d-2", "6", "FAILED")])));
-    assert!(unknown(q(&[row("d-1", "5", "ACCEPTED"), row("d-2", "5", "SUCCEEDED")])));
+    assert!(unknown(q(&[
+        row("d-1", "5", "ACCEPTED"),
+        row("d-2", "6", "FAILED")
+    ])));
+    assert!(unknown(q(&[
+        row("d-1", "5", "ACCEPTED"),
+        row("d-2", "5", "SUCCEEDED")
+    ])));
     match q(&[row("d-1", "5", "FAILED"), row("d-2", "5", "SUCCEEDED")]) {
         QueryOutcome::Found(p) => assert_eq!(p.provider_id, "d-2"),
         other => panic!("{other:?}"),
@@ -425,11 +531,22 @@ fn a_transactions_page_reads_as_payouts_and_names_its_cursor() {
     for (status, want) in [
         ("PENDING", ProviderStatus::Accepted),
         ("REVERSED", ProviderStatus::Reversed),
-        ("VOIDED", ProviderStatus::Failed { code: "VOIDED".into(), recoverable: false }),
+        (
+            "VOIDED",
+            ProviderStatus::Failed {
+                code: "VOIDED".into(),
+                recoverable: false,
+            },
+        ),
     ] {
         let one = page.replacen("\"SUCCESS\"", &format!("\"{status}\""), 1);
-        assert_eq!(report::read_page(one.as_bytes()).unwrap().payouts[0].status, want);
+        assert_eq!(
+            report::read_page(one.as_bytes()).unwrap().payouts[0].status,
+            want
+        );
     }
     let odd = page.replacen("\"SUCCESS\"", "\"ODD\"", 1);
-    assert!(report::read_page(odd.as_bytes()).unwrap_err().contains("txn_1"));
+    assert!(report::read_page(odd.as_bytes())
+        .unwrap_err()
+        .contains("txn_1"));
 }

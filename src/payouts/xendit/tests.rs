@@ -306,12 +306,18 @@ async fn a_php_payout_goes_out_in_pesos_and_comes_back_in_centavos() {
     let (outcome, record) = p.create(&php).await;
     assert_eq!(created(outcome).amount_minor, 12_345);
     assert_eq!(record.request["body"]["amount"], "123.45");
-    assert_eq!(sim.sim.payouts().disbursements[0].request.amount_minor, 12_345);
+    assert_eq!(
+        sim.sim.payouts().disbursements[0].request.amount_minor,
+        12_345
+    );
     let mut eur = request("po-eur");
     eur.currency = Currency::parse("EUR").unwrap();
     assert!(matches!(
         p.create(&eur).await.0,
-        CreateOutcome::Refused { recoverable: false, .. }
+        CreateOutcome::Refused {
+            recoverable: false,
+            ..
+        }
     ));
     assert_eq!(payouts_of(&sim, "po-eur"), 0);
 }

@@ -54,7 +54,11 @@ pub fn status(
         recoverable: code == INSUFFICIENT_BALANCE,
     };
     match status {
-        "ACCEPTED" | "REQUESTED" | "PENDING" | "PENDING_COMPLIANCE_ASSESSMENT" | "READY"
+        "ACCEPTED"
+        | "REQUESTED"
+        | "PENDING"
+        | "PENDING_COMPLIANCE_ASSESSMENT"
+        | "READY"
         | "LOCKED" => Ok(ProviderStatus::Accepted),
         "SUCCEEDED" => Ok(ProviderStatus::Succeeded),
         "FAILED" => Ok(failed(

@@ -130,12 +130,13 @@ async fn get_one(State(sim): State<Sim>, headers: HeaderMap, Path(id): Path<Stri
     }
 }
 
-fn time(q: &HashMap<String, String>, name: &str) -> Result<Option<DateTime<Utc>>, Response> {
+/// The query's time `name` (RFC 3339), or the message of a 400.
+fn time(q: &HashMap<String, String>, name: &str) -> Result<Option<DateTime<Utc>>, String> {
     match q.get(name) {
         None => Ok(None),
         Some(t) => DateTime::parse_from_rfc3339(t)
             .map(|t| Some(t.with_timezone(&Utc)))
-            .map_err(|_| error(400, "API_VALIDATION_ERROR", format!("{name} must be ISO 8601"))),
+            .map_err(|_| format!("{name} must be ISO 8601")),
     }
 }
 
@@ -159,7 +160,7 @@ async fn transactions(
             f.unwrap_or(DateTime::<Utc>::MIN_UTC),
             t.unwrap_or(DateTime::<Utc>::MAX_UTC),
         ),
-        (Err(e), _) | (_, Err(e)) => return e,
+        (Err(e), _) | (_, Err(e)) => return error(400, "API_VALIDATION_ERROR", e),
     };
     let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
         None => TRANSACTIONS_LIMIT_DEFAULT,

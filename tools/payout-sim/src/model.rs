@@ -157,13 +157,13 @@ impl CreateRequest {
             Some(_) => return Err("channel_properties must be an object".into()),
             None => return Err("channel_properties is required".into()),
         };
-        let account_number = text(props, "account_number")
-            .map_err(|e| format!("channel_properties.{e}"))?;
+        let account_number =
+            text(props, "account_number").map_err(|e| format!("channel_properties.{e}"))?;
         if !account_number.chars().all(|c| c.is_ascii_digit()) {
             return Err("channel_properties.account_number must be digits only".into());
         }
-        let account_holder_name = text(props, "account_holder_name")
-            .map_err(|e| format!("channel_properties.{e}"))?;
+        let account_holder_name =
+            text(props, "account_holder_name").map_err(|e| format!("channel_properties.{e}"))?;
         Ok(CreateRequest {
             reference_id: text(map, "reference_id")?,
             channel_code: text(map, "channel_code")?,
@@ -301,7 +301,12 @@ impl Disbursement {
     }
 
     /// The API's Payout object, reporting `status` (the payout's own unless stale).
-    pub fn answer_as(&self, status: Status, failure_code: Option<&str>, updated: DateTime<Utc>) -> PayoutAnswer {
+    pub fn answer_as(
+        &self,
+        status: Status,
+        failure_code: Option<&str>,
+        updated: DateTime<Utc>,
+    ) -> PayoutAnswer {
         let r = &self.request;
         PayoutAnswer {
             id: self.id.clone(),
@@ -501,9 +506,17 @@ mod tests {
             ("currency", json!("EUR"), "currency"),
             ("channel_code", json!(""), "channel_code"),
             ("description", json!(7), "description"),
-            ("channel_properties", json!({"account_number": "12ab",
-                                          "account_holder_name": "A"}), "account_number"),
-            ("channel_properties", json!({"account_number": "12"}), "account_holder_name"),
+            (
+                "channel_properties",
+                json!({"account_number": "12ab",
+                                          "account_holder_name": "A"}),
+                "account_number",
+            ),
+            (
+                "channel_properties",
+                json!({"account_number": "12"}),
+                "account_holder_name",
+            ),
         ];
         for (field, value, named) in cases {
             let mut b = good();
@@ -520,7 +533,10 @@ mod tests {
     #[test]
     fn amounts_are_major_units_read_exactly_per_currency() {
         let php = |amount: &str| {
-            let text = good().to_string().replace("10000", amount).replace("IDR", "PHP");
+            let text = good()
+                .to_string()
+                .replace("10000", amount)
+                .replace("IDR", "PHP");
             CreateRequest::parse(text.as_bytes()).map(|r| r.amount_minor)
         };
         assert_eq!(php("1.11"), Ok(111)); // Xendit's PHP example

@@ -473,7 +473,13 @@ impl Sim {
     }
 
     /// Moves payout `i` to `status` (at `at`).
-    fn set_status(s: &mut SimState, i: usize, status: Status, code: Option<String>, at: DateTime<Utc>) {
+    fn set_status(
+        s: &mut SimState,
+        i: usize,
+        status: Status,
+        code: Option<String>,
+        at: DateTime<Utc>,
+    ) {
         let d = &mut s.records[i].d;
         d.status = status;
         d.failure_code = code;

@@ -261,10 +261,7 @@ async fn a_payout_is_found_by_reference_and_by_id_and_an_unknown_reference_lists
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(list[0]["id"], created["id"]);
     let (status, one) = h
-        .get(&format!(
-            "/v2/payouts/{}",
-            created["id"].as_str().unwrap()
-        ))
+        .get(&format!("/v2/payouts/{}", created["id"].as_str().unwrap()))
         .await;
     assert_eq!((status, &one["reference_id"]), (200, &json!("po-2")));
     assert_eq!(h.get("/v2/payouts/disb-999999").await.0, 404);
@@ -342,7 +339,10 @@ async fn the_transactions_listing_pages_the_payouts_created_that_day() {
     let (_, next) = h
         .get(&format!("/transactions?{window}&limit=2&after_id={last}"))
         .await;
-    assert_eq!((refs(&next), &next["has_more"]), (vec!["po-7".to_owned()], &json!(false)));
+    assert_eq!(
+        (refs(&next), &next["has_more"]),
+        (vec!["po-7".to_owned()], &json!(false))
+    );
     let (_, none) = h
         .get("/transactions?created[gte]=2001-01-01T00:00:00Z&created[lt]=2001-01-02T00:00:00Z")
         .await;
@@ -637,7 +637,12 @@ async fn a_thousand_concurrent_payouts_each_complete_once_with_one_callback() {
     let got = h.receiver.wait_for(1_000).await;
     let mut events: Vec<String> = got
         .iter()
-        .map(|r| r.json()["data"]["reference_id"].as_str().unwrap().to_owned())
+        .map(|r| {
+            r.json()["data"]["reference_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
     events.sort();
     events.dedup();
