@@ -8,9 +8,12 @@
 //! documented replay (same key and body → the first payout; same key, other body →
 //! `DUPLICATE_ERROR`), it can be looked up by our reference and cancelled while
 //! `ACCEPTED`, and its webhooks report `REVERSED`. The legacy disbursement API is
-//! Indonesia-only and its callbacks never report a reversal. (`/v3/payouts` exists,
-//! versioned by an `api-version` header and shaped for cross-border payouts; v2 is
-//! what the SDKs generate and what the dashboard's webhooks send for payouts.)
+//! Indonesia-only and its callbacks never report a reversal. (`/v3/payouts` is newer:
+//! versioned by an `api-version` header, shaped for cross-border payouts, with its
+//! own `v3_payout.*` webhooks; v2 is the version Xendit's official SDKs — xendit-go,
+//! xendit-node, xendit-python — publish models for, which the contract tests use.)
+//! `POST /v2/payouts/{id}/cancel` is not used: the ledger never cancels a payout it
+//! asked for (a withdrawal is settled by the provider's answer, never withdrawn).
 //!
 //! | call | request |
 //! |---|---|
@@ -42,7 +45,7 @@
 //! **Webhooks** ([`callback`]): authenticated by `x-callback-token`, deduplicated by
 //! the `webhook-id` header where sent, else by `<payout id>:<status>`.
 
-mod amount;
+pub mod amount;
 pub mod answers;
 pub mod callback;
 pub mod report;
