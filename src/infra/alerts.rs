@@ -46,6 +46,9 @@ pub enum AlertKind {
     /// Failed authentications (API keys, console sign-ins) passed the per-minute
     /// threshold: someone may be guessing keys.
     AuthFailures,
+    /// The payout provider reversed a payout after the withdrawal was PAID: the money
+    /// is back in the provider balance and the user's wallet was debited.
+    PayoutReversed,
 }
 
 impl AlertKind {
@@ -56,6 +59,7 @@ impl AlertKind {
             AlertKind::ProjectionStalled => "projection.stalled",
             AlertKind::CallbackBacklog => "callback.backlog",
             AlertKind::AuthFailures => "auth.failures",
+            AlertKind::PayoutReversed => "payout.reversed",
         }
     }
 }

@@ -25,7 +25,7 @@ pub struct PayoutRequest {
     /// Integer minor units of `currency`, strictly positive.
     pub amount_minor: i64,
     pub currency: Currency,
-    /// The provider's code of the bank or e-wallet (Xendit `bank_code`, e.g. `BCA`).
+    /// The provider's code of the bank or e-wallet (Xendit `channel_code`, e.g. `ID_BCA`).
     pub channel_code: String,
     pub account_number: String,
     pub account_holder: String,
@@ -42,6 +42,10 @@ pub enum ProviderStatus {
     /// It will not be paid. `recoverable`: the same payout may succeed later (e.g. the
     /// provider balance was short); otherwise the destination or request is at fault.
     Failed { code: String, recoverable: bool },
+    /// It succeeded, then the destination's bank returned the money to the
+    /// provider's balance (Xendit `REVERSED`). Never applied to a PAID withdrawal's
+    /// money: recorded as a contradiction, alerted and reconciled for a person.
+    Reversed,
 }
 
 /// A payout as the provider reports it.
@@ -49,7 +53,7 @@ pub enum ProviderStatus {
 pub struct ProviderPayout {
     /// The provider's own id of the payout.
     pub provider_id: String,
-    /// Our reference (the provider's external id).
+    /// Our reference (Xendit's `reference_id`).
     pub reference: String,
     pub amount_minor: i64,
     /// As the provider wrote it (not parsed: a record of what was said).

@@ -8,7 +8,9 @@
 //! - two completed payouts for one withdrawal (a double payment);
 //! - a completed payout whose withdrawal is settled otherwise here (REJECTED,
 //!   FAILED), or whose amount differs;
-//! - a withdrawal PAID here with no completed payout in the reports.
+//! - a withdrawal PAID here with no completed payout in the reports;
+//! - a withdrawal PAID here whose payout the provider reversed (the destination bank
+//!   returned the money to the provider balance; the wallet was debited).
 //!
 //! A payout the provider completed while ours is still in flight (PROCESSING,
 //! PROVIDER_UNKNOWN) is not a finding: its webhook or the worker's query settles it.
@@ -108,6 +110,7 @@ impl ExternalCheck for ProviderReportCheck {
         }
         let mut findings = Vec::new();
         let mut completed: BTreeMap<&str, u32> = BTreeMap::new();
+        let mut reversed: BTreeMap<&str, &str> = BTreeMap::new();
         for p in &theirs {
             let id = withdrawal_of_reference(&p.reference);
             let status = format!("{:?}", p.status);
@@ -134,6 +137,20 @@ impl ExternalCheck for ProviderReportCheck {
                     ),
                     json!({"amount": o.amount}),
                     json!({"amount": p.amount_minor}),
+                ));
+            }
+            if p.status == ProviderStatus::Reversed && o.status == WithdrawalStatus::Paid.as_str() {
+                reversed.insert(id, &p.provider_id);
+                findings.push(mismatch(
+                    &o.wallet_id,
+                    id,
+                    format!(
+                        "the provider reversed payout {} of PAID withdrawal {id}: the money \
+                         is back in the provider balance and the wallet was debited",
+                        p.provider_id
+                    ),
+                    json!({"status": o.status}),
+                    json!({"status": status, "reference": p.reference}),
                 ));
             }
             if p.status == ProviderStatus::Succeeded {
@@ -166,7 +183,9 @@ impl ExternalCheck for ProviderReportCheck {
                     json!({"completed": paid_there}),
                 ));
             }
-            if o.status == WithdrawalStatus::Paid.as_str() && paid_there == 0 {
+            let reversal_reported = reversed.contains_key(id.as_str());
+            if o.status == WithdrawalStatus::Paid.as_str() && paid_there == 0 && !reversal_reported
+            {
                 findings.push(mismatch(
                     &o.wallet_id,
                     id,

@@ -104,6 +104,7 @@ pub fn status_report(status: &super::provider::ProviderStatus) -> ProviderReport
             code: code.clone(),
             recoverable: *recoverable,
         },
+        P::Reversed => ProviderReport::Reversed,
     }
 }
 

@@ -1,83 +1,96 @@
-//! The Xendit disbursement adapter: [`PayoutProvider`] over Xendit's HTTP API
-//! (`POST /disbursements`, `GET /disbursements?external_id=`, and the daily report),
-//! and the parsing of its callbacks. `tools/payout-sim` simulates the same API.
+//! The Xendit payout adapter: [`PayoutProvider`] over Xendit's **Payouts API (v2)**,
+//! and the reading of its payout webhooks. `tools/payout-sim` speaks the same API.
 //!
-//! How answers map (the rule: `Refused` only when nothing can have been created):
+//! **Why the Payouts API and not the legacy `/disbursements`.** Xendit documents the
+//! v2 Payouts API as the current one for bank and e-wallet payouts in every country
+//! we pay out in (ID, PH, and later VN, TH, MY) under one `channel_code`
+//! vocabulary (`ID_BCA`, `PH_GCASH`); its idempotency is a documented header with a
+//! documented replay (same key and body → the first payout; same key, other body →
+//! `DUPLICATE_ERROR`), it can be looked up by our reference and cancelled while
+//! `ACCEPTED`, and its webhooks report `REVERSED`. The legacy disbursement API is
+//! Indonesia-only and its callbacks never report a reversal. (`/v3/payouts` is newer:
+//! versioned by an `api-version` header, shaped for cross-border payouts, with its
+//! own `v3_payout.*` webhooks; v2 is the version Xendit's official SDKs — xendit-go,
+//! xendit-node, xendit-python — publish models for, which the contract tests use.)
+//! `POST /v2/payouts/{id}/cancel` is not used: the ledger never cancels a payout it
+//! asked for (a withdrawal is settled by the provider's answer, never withdrawn).
 //!
-//! | create answer                                         | outcome                        |
-//! |-------------------------------------------------------|--------------------------------|
-//! | 2xx, a disbursement matching the request              | `Created` (PENDING → Accepted, COMPLETED → Succeeded, FAILED → Failed) |
-//! | 400 `INSUFFICIENT_BALANCE`                            | `Refused { recoverable: true }` |
-//! | other 4xx (validation: the request is wrong)          | `Refused { recoverable: false }` |
-//! | 401, 403, 408, 409, 429, `DUPLICATE_TRANSACTION_ERROR` | `Unknown` (says nothing about whether this reference's payout exists) |
-//! | 5xx, timeout, connection error, unreadable or contradicting 2xx | `Unknown`            |
+//! | call | request |
+//! |---|---|
+//! | create | `POST /v2/payouts`, `Idempotency-key: <our reference>`, body `{reference_id, channel_code, channel_properties: {account_number, account_holder_name}, amount, currency, description}` |
+//! | look-up | `GET /v2/payouts?reference_id=<our reference>` |
+//! | daily report | `GET /transactions?types=DISBURSEMENT&created[gte]=…&created[lt]=…` with cursor paging ([`report`]) |
 //!
-//! A query is `Absent` only on 404 with `DIRECT_DISBURSEMENT_NOT_FOUND_ERROR` (a 404
-//! from a proxy or a wrong path proves nothing), `Found` on 200 with the disbursement
-//! of this reference, `Unknown` otherwise.
+//! Every call authenticates with HTTP Basic, the secret key as user name and an empty
+//! password; the key appears in no log, error or [`CallRecord`], and one not shaped
+//! like a Xendit secret key is refused at start ([`wire::check_secret_key`]).
+//! `amount` is a JSON number in the currency's major unit, written and read exactly
+//! ([`amount`]).
 //!
-//! The secret key is sent as HTTP Basic auth and appears in no log, error or
-//! [`CallRecord`].
+//! How a create answer maps (the rule: `Refused` only when nothing can have been
+//! created):
+//!
+//! | create answer | outcome |
+//! |---|---|
+//! | 2xx, a Payout object matching the request | `Created`, its status mapped ([`wire`]) |
+//! | 400 `INSUFFICIENT_BALANCE` | `Refused { recoverable: true }` |
+//! | other 4xx (`API_VALIDATION_ERROR`, `CHANNEL_CODE_NOT_SUPPORTED_ERROR`, `RECIPIENT_ACCOUNT_NUMBER_ERROR`, `RECIPIENT_AMOUNT_ERROR`, `MAXIMUM_TRANSFER_LIMIT_ERROR`, …) | `Refused { recoverable: false }` |
+//! | 401, 403, 408, 409, 429, or a duplicate-key code ([`answers::DUPLICATE_CODES`]) | `Unknown` (says nothing about whether this reference's payout exists) |
+//! | 5xx, timeout, connection error, unreadable or contradicting 2xx | `Unknown` |
+//!
+//! A look-up is `Absent` only on 200 with no payout of this reference (Xendit
+//! documents an empty array), `Found` on 200 with it, `Unknown` otherwise (a 404
+//! from a proxy or a wrong path proves nothing).
+//!
+//! **Webhooks** ([`callback`]): authenticated by `x-callback-token`, deduplicated by
+//! the `webhook-id` header where sent, else by `<payout id>:<status>`.
+
+pub mod amount;
+pub mod answers;
+pub mod callback;
+pub mod report;
+pub mod wire;
+
+pub use amount::{digits as currency_digits, from_major, to_major};
+pub use wire::{check_callback_token, check_secret_key, INSUFFICIENT_BALANCE};
 
 use super::provider::{
     truncate_response, CallRecord, CreateOutcome, PayoutProvider, PayoutRequest, ProviderError,
-    ProviderPayout, ProviderStatus, QueryOutcome,
+    ProviderPayout, QueryOutcome,
 };
 use crate::infra::outbound::{describe, read_body};
-use serde::Deserialize;
+use answers::{map_create, map_query};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use wire::CreateBody;
 
 /// This provider's name in records and logs.
 pub const NAME: &str = "xendit";
 /// Xendit's API (live and test mode share it; the secret key chooses).
 pub const PRODUCTION_URL: &str = "https://api.xendit.co";
-/// The header Xendit's callbacks carry the verification token in.
+/// The header Xendit's webhooks carry the verification token in.
 pub const CALLBACK_TOKEN_HEADER: &str = "x-callback-token";
-/// The header a create's idempotency key goes in.
-pub const IDEMPOTENCY_KEY_HEADER: &str = "X-IDEMPOTENCY-KEY";
-/// Where a callback's event id is (RFC 6901). Xendit itself sends none; the
-/// simulator and a relay in front of Xendit add `event_id` so deliveries dedupe.
-pub const CALLBACK_EVENT_ID_POINTER: &str = "/event_id";
-/// Where a callback's event type is: the disbursement status it reports.
-pub const CALLBACK_EVENT_TYPE_POINTER: &str = "/status";
+/// The header a create's idempotency key goes in (as Xendit spells it).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-key";
+/// Longest idempotency key Xendit takes; our references are at most 96 + 4 + 10.
+pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 100;
 /// A create or query answer's time limit unless configured.
 pub const TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 /// Connecting takes at most this long (within the call's timeout).
 pub const CONNECT_TIMEOUT_MAX: Duration = Duration::from_secs(5);
-/// Largest create or query answer read (a disbursement is a few hundred bytes).
+/// Largest create or query answer read (a payout is about a kilobyte).
 pub const RESPONSE_BYTES_MAX: usize = 1024 * 1024;
-/// Largest daily report read (10,000 payouts are about 2 MB).
-pub const REPORT_BYTES_MAX: usize = 64 * 1024 * 1024;
-/// A report's time limit (it is large and read by a batch job).
-pub const REPORT_TIMEOUT: Duration = Duration::from_secs(120);
-/// The failure code that means "try again later": the provider balance was short.
-pub const INSUFFICIENT_BALANCE: &str = "INSUFFICIENT_BALANCE";
-/// Xendit's error code for "no disbursement with this external id".
-pub const NOT_FOUND_CODE: &str = "DIRECT_DISBURSEMENT_NOT_FOUND_ERROR";
-
-/// Where the callback normaliser finds a callback's event id and type; the
-/// composition root turns them into the callback inbox's JSON pointers (this
-/// capability does not import the callbacks capability).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallbackPointers {
-    pub event_id: &'static str,
-    pub event_type: &'static str,
-}
-
-/// The JSON pointers of a Xendit (simulator-shaped) disbursement callback.
-pub const fn callback_pointers() -> CallbackPointers {
-    CallbackPointers {
-        event_id: CALLBACK_EVENT_ID_POINTER,
-        event_type: CALLBACK_EVENT_TYPE_POINTER,
-    }
-}
+/// Largest page of the daily report read ([`report::PAGE_LIMIT`] transactions).
+pub const REPORT_PAGE_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// One report page's time limit.
+pub const REPORT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How to reach Xendit.
 #[derive(Clone)]
 pub struct XenditConfig {
     /// e.g. `https://api.xendit.co`, or the simulator's `http://127.0.0.1:9200`.
     pub base_url: String,
+    /// `xnd_development_…` or `xnd_production_…`.
     pub secret_key: String,
     /// Time limit of one create or query ([`TIMEOUT_DEFAULT`]).
     pub timeout: Duration,
@@ -110,190 +123,6 @@ pub struct XenditProvider {
     client: reqwest::Client,
 }
 
-/// A disbursement as Xendit answers it (create, query, callback).
-#[derive(Debug, Deserialize)]
-struct DisbursementBody {
-    id: String,
-    external_id: String,
-    /// Integer minor units (the simulator's deviation from Xendit, see payout-sim).
-    amount: i64,
-    currency: String,
-    status: String,
-    #[serde(default)]
-    failure_code: Option<String>,
-}
-
-impl DisbursementBody {
-    fn payout(self) -> Result<ProviderPayout, String> {
-        let status = status(&self.status, self.failure_code.as_deref())?;
-        Ok(ProviderPayout {
-            provider_id: self.id,
-            reference: self.external_id,
-            amount_minor: self.amount,
-            currency: self.currency,
-            status,
-        })
-    }
-}
-
-/// Xendit's status (and failure code) as a [`ProviderStatus`]; an unknown status is
-/// an error, never a guess.
-fn status(status: &str, failure_code: Option<&str>) -> Result<ProviderStatus, String> {
-    match status {
-        "PENDING" => Ok(ProviderStatus::Accepted),
-        "COMPLETED" => Ok(ProviderStatus::Succeeded),
-        "FAILED" => {
-            let code = failure_code
-                .filter(|c| !c.is_empty())
-                .unwrap_or("UNKNOWN_FAILURE");
-            Ok(ProviderStatus::Failed {
-                code: code.to_owned(),
-                recoverable: code == INSUFFICIENT_BALANCE,
-            })
-        }
-        other => Err(format!("unknown disbursement status {other:?}")),
-    }
-}
-
-/// Reads a callback body (the disbursement it reports, see the crate docs of
-/// payout-sim for the shape).
-pub fn parse_callback(data: &Value) -> Result<ProviderPayout, String> {
-    let body: DisbursementBody =
-        serde_json::from_value(data.clone()).map_err(|e| format!("callback: {e}"))?;
-    body.payout().map_err(|e| format!("callback: {e}"))
-}
-
-/// Xendit's error body.
-#[derive(Debug, Default, Deserialize)]
-struct ErrorBody {
-    #[serde(default)]
-    error_code: Option<String>,
-    #[serde(default)]
-    message: Option<String>,
-}
-
-/// A create answer as an outcome (see the module docs' table).
-fn map_create(request: &PayoutRequest, status: u16, body: &[u8]) -> CreateOutcome {
-    let unknown = |reason: String| CreateOutcome::Unknown { reason };
-    if (200..300).contains(&status) {
-        let payout = serde_json::from_slice::<DisbursementBody>(body)
-            .map_err(|e| format!("HTTP {status} with an unreadable body: {e}"))
-            .and_then(DisbursementBody::payout);
-        return match payout {
-            Ok(p) => match contradiction(request, &p) {
-                None => CreateOutcome::Created(p),
-                Some(why) => unknown(why),
-            },
-            Err(e) => unknown(e),
-        };
-    }
-    let error: ErrorBody = serde_json::from_slice(body).unwrap_or_default();
-    let code = error.error_code.unwrap_or_else(|| format!("HTTP_{status}"));
-    let message = error.message.unwrap_or_default();
-    match status {
-        // Not about this payout: the key, the rate, the clock — it may exist.
-        401 | 403 | 408 | 409 | 429 => unknown(format!("HTTP {status} {code}: {message}")),
-        // The key was used before: a payout for this reference may well exist.
-        400..=499 if code == "DUPLICATE_TRANSACTION_ERROR" => {
-            unknown(format!("HTTP {status} {code}: {message}"))
-        }
-        400..=499 => CreateOutcome::Refused {
-            recoverable: code == INSUFFICIENT_BALANCE,
-            code,
-            message,
-        },
-        _ => unknown(format!("HTTP {status} {code}: {message}")),
-    }
-}
-
-/// Why `payout` is not the payout `request` asked for, if it is not.
-fn contradiction(request: &PayoutRequest, payout: &ProviderPayout) -> Option<String> {
-    if payout.reference != request.reference {
-        return Some(format!(
-            "answered external_id {:?} for reference {:?}",
-            payout.reference, request.reference
-        ));
-    }
-    if payout.amount_minor != request.amount_minor || payout.currency != request.currency.as_str() {
-        return Some(format!(
-            "answered {} {} for a payout of {} {}",
-            payout.amount_minor, payout.currency, request.amount_minor, request.currency
-        ));
-    }
-    None
-}
-
-/// A query answer as an outcome. Several disbursements with our reference: they must
-/// agree on the amount; at most one may be live (not FAILED) — two live ones are a
-/// double payout, which only a person can sort out.
-fn map_query(reference: &str, status: u16, body: &[u8]) -> QueryOutcome {
-    let unknown = |reason: String| QueryOutcome::Unknown { reason };
-    match status {
-        200 => {}
-        404 => {
-            let error: ErrorBody = serde_json::from_slice(body).unwrap_or_default();
-            return if error.error_code.as_deref() == Some(NOT_FOUND_CODE) {
-                QueryOutcome::Absent
-            } else {
-                unknown(format!("HTTP 404 without {NOT_FOUND_CODE}"))
-            };
-        }
-        _ => return unknown(format!("HTTP {status}")),
-    }
-    let listed: Vec<DisbursementBody> = match serde_json::from_slice(body) {
-        Ok(l) => l,
-        Err(e) => return unknown(format!("HTTP 200 with an unreadable body: {e}")),
-    };
-    let mut mine = Vec::new();
-    for d in listed.into_iter().filter(|d| d.external_id == reference) {
-        match d.payout() {
-            Ok(p) => mine.push(p),
-            Err(e) => return unknown(e),
-        }
-    }
-    let Some(first) = mine.first() else {
-        return unknown(format!(
-            "HTTP 200 lists no disbursement with external_id {reference:?}"
-        ));
-    };
-    if mine
-        .iter()
-        .any(|p| p.amount_minor != first.amount_minor || p.currency != first.currency)
-    {
-        return unknown(format!(
-            "{} disbursements for {reference:?} contradict each other's amounts",
-            mine.len()
-        ));
-    }
-    let live: Vec<&ProviderPayout> = mine
-        .iter()
-        .filter(|p| !matches!(p.status, ProviderStatus::Failed { .. }))
-        .collect();
-    match live.as_slice() {
-        [one] => QueryOutcome::Found((*one).clone()),
-        [] => mine
-            .pop()
-            .map(QueryOutcome::Found)
-            .unwrap_or_else(|| unknown("no disbursement".into())),
-        many => unknown(format!(
-            "{} live disbursements for {reference:?}: a double payout",
-            many.len()
-        )),
-    }
-}
-
-/// A daily report row.
-#[derive(Debug, Deserialize)]
-struct ReportRow {
-    id: String,
-    external_id: String,
-    amount: i64,
-    currency: String,
-    status: String,
-    #[serde(default)]
-    failure_code: Option<String>,
-}
-
 fn elapsed_ms(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
@@ -312,6 +141,7 @@ impl XenditProvider {
                 "base URL {url:?} is not http(s)"
             )));
         }
+        check_secret_key(&config.secret_key).map_err(ProviderError::Config)?;
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(CONNECT_TIMEOUT_MAX.min(config.timeout))
@@ -364,20 +194,30 @@ impl PayoutProvider for XenditProvider {
 
     #[tracing::instrument(skip_all, fields(provider = NAME, reference = %request.reference))]
     async fn create(&self, request: &PayoutRequest) -> (CreateOutcome, CallRecord) {
-        let body = json!({
-            "external_id": request.reference,
-            "amount": request.amount_minor,
-            "currency": request.currency.as_str(),
-            "bank_code": request.channel_code,
-            "account_holder_name": request.account_holder,
-            "account_number": request.account_number,
-            "description": request.description,
-        });
         let start = Instant::now();
+        let body = match CreateBody::of(request) {
+            Ok(b) => b,
+            // Nothing was sent: nothing can have been created.
+            Err(message) => {
+                let record = CallRecord {
+                    operation: "create",
+                    request: json!({"idempotency_key": request.reference}),
+                    http_status: None,
+                    response: None,
+                    elapsed_ms: elapsed_ms(start),
+                };
+                let outcome = CreateOutcome::Refused {
+                    code: "UNSUPPORTED_CURRENCY".into(),
+                    message,
+                    recoverable: false,
+                };
+                return (outcome, record);
+            }
+        };
         let answer = self
             .call(
                 self.client
-                    .post(self.url("/disbursements"))
+                    .post(self.url("/v2/payouts"))
                     .header(IDEMPOTENCY_KEY_HEADER, &request.reference)
                     .json(&body),
             )
@@ -395,8 +235,10 @@ impl PayoutProvider for XenditProvider {
         if let CreateOutcome::Unknown { reason } = &outcome {
             tracing::warn!(%reason, "payout create outcome unknown");
         }
-        let sent = json!({"idempotency_key": request.reference, "body": body});
-        (outcome, record("create", sent, &answer, start))
+        (
+            outcome,
+            record("create", sent_record(request, &body), &answer, start),
+        )
     }
 
     #[tracing::instrument(skip_all, fields(provider = NAME, %reference))]
@@ -405,8 +247,8 @@ impl PayoutProvider for XenditProvider {
         let answer = self
             .call(
                 self.client
-                    .get(self.url("/disbursements"))
-                    .query(&[("external_id", reference)]),
+                    .get(self.url("/v2/payouts"))
+                    .query(&[("reference_id", reference)]),
             )
             .await;
         let outcome = match (answer.status, &answer.body) {
@@ -416,51 +258,59 @@ impl PayoutProvider for XenditProvider {
                 reason: "no answer".into(),
             },
         };
-        let sent = json!({"external_id": reference});
+        let sent = json!({"reference_id": reference});
         (outcome, record("query", sent, &answer, start))
     }
 
     #[tracing::instrument(skip_all, fields(provider = NAME, %date))]
     async fn report(&self, date: chrono::NaiveDate) -> Result<Vec<ProviderPayout>, ProviderError> {
-        let response = self
-            .client
-            .get(self.url("/reports/disbursements"))
-            .query(&[("date", date.format("%Y-%m-%d").to_string())])
-            .timeout(REPORT_TIMEOUT)
-            .basic_auth(&self.config.secret_key, None::<&str>)
-            .send()
-            .await
-            .map_err(|e| ProviderError::Transport(describe(&e, REPORT_TIMEOUT)))?;
-        let status = response.status().as_u16();
-        let body = read_body(response, REPORT_BYTES_MAX)
-            .await
-            .map_err(ProviderError::Transport)?;
-        if status != 200 {
-            return Err(ProviderError::Status {
-                status,
-                body: truncate_response(&body),
-            });
+        let mut payouts = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..report::PAGES_MAX {
+            let response = self
+                .client
+                .get(self.url("/transactions"))
+                .query(&report::query(date, after.as_deref()))
+                .timeout(REPORT_TIMEOUT)
+                .basic_auth(&self.config.secret_key, None::<&str>)
+                .send()
+                .await
+                .map_err(|e| ProviderError::Transport(describe(&e, REPORT_TIMEOUT)))?;
+            let status = response.status().as_u16();
+            let body = read_body(response, REPORT_PAGE_BYTES_MAX)
+                .await
+                .map_err(ProviderError::Transport)?;
+            if status != 200 {
+                return Err(ProviderError::Status {
+                    status,
+                    body: truncate_response(&body),
+                });
+            }
+            let page = report::read_page(&body).map_err(ProviderError::Body)?;
+            payouts.extend(page.payouts);
+            match page.next_after_id {
+                Some(id) => after = Some(id),
+                None => return Ok(payouts),
+            }
         }
-        let rows: Vec<ReportRow> =
-            serde_json::from_slice(&body).map_err(|e| ProviderError::Body(e.to_string()))?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(ProviderPayout {
-                    status: status_of_row(&r)?,
-                    provider_id: r.id,
-                    reference: r.external_id,
-                    amount_minor: r.amount,
-                    currency: r.currency,
-                })
-            })
-            .collect()
+        Err(ProviderError::Body(format!(
+            "more than {} pages of transactions on {date}",
+            report::PAGES_MAX
+        )))
     }
 }
 
-fn status_of_row(r: &ReportRow) -> Result<ProviderStatus, ProviderError> {
-    status(&r.status, r.failure_code.as_deref())
-        .map_err(|e| ProviderError::Body(format!("report row {}: {e}", r.id)))
+/// What a create sent, for the audit trail: the key and the body, the amount as the
+/// exact decimal text it went out as.
+fn sent_record(request: &PayoutRequest, body: &CreateBody<'_>) -> Value {
+    let mut sent = serde_json::to_value(body).unwrap_or(Value::Null);
+    if let Some(obj) = sent.as_object_mut() {
+        obj.insert("amount".into(), Value::String(body.amount.get().to_owned()));
+    }
+    json!({"idempotency_key": request.reference, "body": sent})
 }
 
+#[cfg(test)]
+mod contract_tests;
 #[cfg(test)]
 mod tests;

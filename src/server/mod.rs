@@ -444,11 +444,20 @@ pub async fn start_with(
         if options.payout_provider.is_none() {
             options.payout_provider = Some(payouts::xendit_provider(&config)?);
         }
+        let alerts = crate::infra::alerts::AlertContext {
+            environment: options.environment.clone().unwrap_or_else(|| "dev".into()),
+            country_code: country_code.to_owned(),
+            public_url: options
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{LISTEN_DEFAULT}")),
+        };
         options.callbacks = options.callbacks.with(payouts::xendit_callbacks(
             db.store.clone(),
             country_code,
             &config.callback_token,
-        ))?;
+            alerts,
+        )?)?;
     }
     let jobs = job_engine(&db, country_code, &mut options).await?;
     let cron = cron_scheduler(&jobs, &options)?;

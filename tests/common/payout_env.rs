@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub const SECRET: &str = "sim-secret";
+/// Shaped like a Xendit test-mode secret key (the adapter refuses any other shape).
+pub const SECRET: &str = "xnd_development_sim_secret";
 pub const CALLBACK_TOKEN: &str = "cb-token";
 pub const PASSWORD: &str = "123456-right";
 

@@ -87,4 +87,5 @@ mod withdrawal_crash;
 mod withdrawal_pairing;
 mod withdrawal_property;
 mod withdrawal_reconcile;
+mod withdrawal_xendit;
 mod withdrawals;

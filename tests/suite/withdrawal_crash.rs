@@ -23,7 +23,7 @@ fn start_serve(dir: &std::path::Path, url: &str, sim: &str) -> ServeChild {
             "off",
         ],
         &[
-            ("FACTLEDGER_PAYOUT_SECRET", "crash-secret"),
+            ("FACTLEDGER_PAYOUT_SECRET", "xnd_development_crash_secret"),
             ("FACTLEDGER_PAYOUT_CALLBACK_TOKEN", "crash-token"),
             ("FACTLEDGER_PASSWORD_COST", "1024,1,1"),
         ],
@@ -78,7 +78,7 @@ both_backends!(
         use reqwest::Method as M;
         // No webhooks: after the kill, only the query can tell what happened.
         let sim = payout_sim::spawn(SimConfig {
-            secret: "crash-secret".into(),
+            secret: "xnd_development_crash_secret".into(),
             callback_token: "crash-token".into(),
             ..SimConfig::default()
         })
@@ -172,7 +172,7 @@ both_backends!(
         .await;
         if w["status"] == "PROCESSING" {
             sim.sim
-                .complete(&id, payout_sim::Status::Completed, None)
+                .complete(&id, payout_sim::Status::Succeeded, None)
                 .unwrap();
         }
         let w = wait_for(&serve.base, &key, &id, |w| w["status"] == "PAID").await;

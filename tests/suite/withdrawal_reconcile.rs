@@ -70,14 +70,15 @@ both_backends!(
         // records a contradiction), and pays a reference we never asked for.
         env.sim
             .sim
-            .complete(&failed, payout_sim::Status::Completed, None)
+            .complete(&failed, payout_sim::Status::Succeeded, None)
             .unwrap();
-        let ghost = serde_json::json!({"external_id": "wd-ghost", "amount": 5000, "currency": "IDR",
-            "bank_code": "ID_BCA", "account_holder_name": "X", "account_number": "1", "description": "?"});
+        let ghost = serde_json::json!({"reference_id": "wd-ghost", "channel_code": "ID_BCA",
+            "channel_properties": {"account_number": "1", "account_holder_name": "X"},
+            "amount": 5000, "currency": "IDR", "description": "?"});
         let created = reqwest::Client::new()
-            .post(format!("{}/disbursements", env.sim.base_url()))
+            .post(format!("{}/v2/payouts", env.sim.base_url()))
             .basic_auth(crate::payout_env::SECRET, Some(""))
-            .header("X-IDEMPOTENCY-KEY", "wd-ghost")
+            .header("Idempotency-key", "wd-ghost")
             .json(&ghost)
             .send()
             .await

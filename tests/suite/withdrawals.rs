@@ -497,7 +497,7 @@ both_backends!(
         );
         env.sim
             .sim
-            .complete(&id, payout_sim::Status::Completed, None)
+            .complete(&id, payout_sim::Status::Succeeded, None)
             .unwrap();
         env.wait_status(&id, "PAID").await;
         assert_eq!(

@@ -46,6 +46,11 @@ pub enum ProviderReport {
     Failed { code: String, recoverable: bool },
     /// Refused before creating anything.
     Refused { code: String, recoverable: bool },
+    /// Paid, then returned by the destination's bank to the provider's balance
+    /// (Xendit `REVERSED`): before the withdrawal is PAID it ends like a failure
+    /// (nothing reached the user); after, it contradicts PAID and a person decides
+    /// (recorded as `ProviderContradicted`, reconciled and alerted; no money moves).
+    Reversed,
     /// A query found no payout under the reference.
     Absent,
     /// No answer that can be trusted (timeout, network error, 5xx, garbage).

@@ -140,6 +140,17 @@ pub fn targets(status: WithdrawalStatus, report: &ProviderReport) -> Fold {
     use ProviderReport as R;
     use WithdrawalStatus as S;
     let to = |v: &[S]| Fold::Move(v.to_vec());
+    // A reversal the withdrawal learns before it is PAID nets to nothing paid: it
+    // settles as a failure for good. After PAID it is a contradiction (below).
+    let reversed_as_failure = R::Failed {
+        code: "REVERSED".to_owned(),
+        recoverable: false,
+    };
+    let report = match (status, report) {
+        (S::Paid, R::Reversed) => return Fold::Contradiction,
+        (_, R::Reversed) => &reversed_as_failure,
+        _ => report,
+    };
     match (status, report) {
         (S::Requested, _) => Fold::Contradiction,
         (S::Rejected, R::Succeeded | R::Accepted) => Fold::Contradiction,
@@ -206,6 +217,8 @@ pub fn targets(status: WithdrawalStatus, report: &ProviderReport) -> Fold {
         (S::Paid, R::Failed { .. } | R::Refused { .. } | R::Absent) => Fold::Contradiction,
         (S::Failed, R::Succeeded) => Fold::Contradiction,
         (S::Failed, _) => Fold::Stay,
+        // Mapped to a failure or a contradiction above.
+        (_, R::Reversed) => Fold::Contradiction,
     }
 }
 
@@ -335,6 +348,11 @@ fn describe(report: &ProviderReport) -> String {
             format!("provider refused the payout: {code} (recoverable: {recoverable})")
         }
         ProviderReport::Absent => "provider has no payout under the reference".into(),
+        ProviderReport::Reversed => {
+            "provider reversed the payout: the destination bank returned the money to the \
+             provider's balance"
+                .into()
+        }
         ProviderReport::Unknown { reason } => format!("outcome unknown: {reason}"),
     }
 }

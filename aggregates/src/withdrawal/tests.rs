@@ -231,6 +231,7 @@ fn every_fold_of_a_provider_report_walks_edges_only() {
         R::Unknown {
             reason: "timeout".into(),
         },
+        R::Reversed,
     ];
     for from in S::ALL {
         for report in &reports {
@@ -249,6 +250,20 @@ fn every_fold_of_a_provider_report_walks_edges_only() {
             }
         }
     }
+}
+
+#[test]
+fn a_reversal_after_paid_contradicts_and_before_paid_fails_for_good() {
+    assert_eq!(targets(S::Paid, &R::Reversed), Fold::Contradiction);
+    assert_eq!(
+        targets(S::Processing, &R::Reversed),
+        Fold::Move(vec![S::Failed])
+    );
+    assert_eq!(
+        targets(S::ProviderUnknown, &R::Reversed),
+        Fold::Move(vec![S::Processing, S::Failed])
+    );
+    assert_eq!(targets(S::Failed, &R::Reversed), Fold::Stay);
 }
 
 // ---------------------------------------------------------------------------------

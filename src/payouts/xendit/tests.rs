@@ -1,11 +1,12 @@
-//! The adapter against the payout simulator (spawned in-process on loopback), one test
-//! per row of the mapping table, and the pure mappings' edge cases.
+//! The adapter against the payout simulator (spawned in-process on loopback, speaking
+//! Xendit's Payouts API), one test per row of the mapping table.
 
 use super::*;
+use crate::payouts::provider::ProviderStatus;
 use factledger_aggregates::Currency;
 use payout_sim::{Fault, SimConfig, SimHandle, Status};
 
-const SECRET: &str = "xnd_test_secret";
+const SECRET: &str = "xnd_development_adapter_test";
 
 async fn sim(complete_after_ms: u64) -> SimHandle {
     payout_sim::spawn(SimConfig {
@@ -31,7 +32,7 @@ fn request(reference: &str) -> PayoutRequest {
         reference: reference.into(),
         amount_minor: 250_000,
         currency: Currency::parse("IDR").unwrap(),
-        channel_code: "BCA".into(),
+        channel_code: "ID_BCA".into(),
         account_number: "1234567890".into(),
         account_holder: "Ani".into(),
         description: "affiliate payout".into(),
@@ -83,7 +84,8 @@ async fn a_2xx_pending_answer_is_created_and_accepted_and_the_record_holds_no_se
     assert_eq!(record.operation, "create");
     assert_eq!(record.http_status, Some(200));
     assert_eq!(record.request["idempotency_key"], "po-1");
-    assert_eq!(record.request["body"]["amount"], 250_000);
+    assert_eq!(record.request["body"]["amount"], "250000");
+    assert_eq!(record.request["body"]["reference_id"], "po-1");
     let recorded = serde_json::to_string(&record).unwrap();
     assert!(!recorded.contains(SECRET));
     assert_eq!(payouts_of(&sim, "po-1"), 1);
@@ -102,7 +104,7 @@ async fn a_create_retried_with_the_same_reference_yields_one_payout() {
 async fn a_completed_answer_is_succeeded_and_a_failed_one_carries_its_code() {
     let (sim, p) = pending_setup().await;
     p.create(&request("po-3")).await;
-    sim.sim.complete("po-3", Status::Completed, None).unwrap();
+    sim.sim.complete("po-3", Status::Succeeded, None).unwrap();
     // The replayed create answers the disbursement as it is now.
     assert_eq!(
         created(p.create(&request("po-3")).await.0).status,
@@ -163,7 +165,11 @@ async fn a_validation_error_is_refused_and_not_recoverable() {
 #[tokio::test]
 async fn a_wrong_secret_is_unknown_not_refused() {
     let sim = sim(600_000).await;
-    let p = XenditProvider::new(XenditConfig::new(sim.base_url(), "wrong")).unwrap();
+    let p = XenditProvider::new(XenditConfig::new(
+        sim.base_url(),
+        "xnd_development_not_the_key",
+    ))
+    .unwrap();
     let (outcome, record) = p.create(&request("po-7")).await;
     assert!(is_unknown(&outcome), "{outcome:?}");
     assert_eq!(record.http_status, Some(401));
@@ -240,7 +246,7 @@ async fn a_query_finds_the_settled_payout_or_says_absent() {
     let (sim, p) = pending_setup().await;
     let (outcome, record) = p.query("po-13").await;
     assert_eq!(outcome, QueryOutcome::Absent);
-    assert_eq!((record.operation, record.http_status), ("query", Some(404)));
+    assert_eq!((record.operation, record.http_status), ("query", Some(200)));
     p.create(&request("po-13")).await;
     sim.sim
         .complete("po-13", Status::Failed, Some("INVALID_DESTINATION".into()))
@@ -271,125 +277,71 @@ async fn the_report_lists_the_days_payouts() {
     assert!(p.report(other).await.unwrap().is_empty());
 }
 
-#[test]
-fn a_callback_body_parses_to_the_payout_it_reports() {
-    let body = json!({"event_id": "evt-1", "id": "disb-1", "external_id": "po-1",
-                      "amount": 250_000, "currency": "IDR", "status": "FAILED",
-                      "failure_code": "INVALID_DESTINATION",
-                      "updated": "2026-05-01T10:00:00.000Z"});
-    let payout = parse_callback(&body).unwrap();
-    assert_eq!(payout.reference, "po-1");
-    assert_eq!(
-        payout.status,
-        ProviderStatus::Failed {
-            code: "INVALID_DESTINATION".into(),
-            recoverable: false
-        }
-    );
-    let mut unknown = body.clone();
-    unknown["status"] = json!("REVERSED");
-    assert!(parse_callback(&unknown).is_err());
-    assert!(parse_callback(&json!({"status": "COMPLETED"})).is_err());
-    let mut float = body;
-    float["amount"] = json!(2500.5);
-    assert!(parse_callback(&float).is_err());
-    assert_eq!(
-        callback_pointers(),
-        CallbackPointers {
-            event_id: "/event_id",
-            event_type: "/status"
-        }
-    );
+#[tokio::test]
+async fn the_report_pages_through_the_transactions_and_sees_a_reversal() {
+    let (sim, p) = pending_setup().await;
+    // More than one page of transactions.
+    let refs: Vec<String> = (0..report::PAGE_LIMIT + 3)
+        .map(|i| format!("rp-{i}"))
+        .collect();
+    for r in &refs {
+        p.create(&request(r)).await;
+    }
+    sim.sim.complete("rp-0", Status::Succeeded, None).unwrap();
+    sim.sim.complete("rp-0", Status::Reversed, None).unwrap();
+    let day = sim.sim.payouts().disbursements[0].created.date_naive();
+    let rows = p.report(day).await.unwrap();
+    assert_eq!(rows.len(), refs.len());
+    assert_eq!(rows[0].status, ProviderStatus::Reversed);
+    assert!(sim.sim.requests().report >= 2, "paged");
 }
 
-/// The create mapping, one row per rule of the module docs' table.
-#[test]
-fn create_answers_map_as_the_table_says() {
-    let r = request("po-1");
-    let disb = |amount: i64, status: &str| {
-        json!({"id": "disb-1", "external_id": "po-1", "amount": amount, "currency": "IDR",
-               "status": status})
-        .to_string()
-    };
-    let err = |code: &str| json!({"error_code": code, "message": "m"}).to_string();
-    let unknown = |o: CreateOutcome| matches!(o, CreateOutcome::Unknown { .. });
-    let refused = |o: CreateOutcome, recoverable: bool| matches!(o, CreateOutcome::Refused { recoverable: x, .. } if x == recoverable);
+#[tokio::test]
+async fn a_php_payout_goes_out_in_pesos_and_comes_back_in_centavos() {
+    let (sim, p) = pending_setup().await;
+    let mut php = request("po-php");
+    php.currency = Currency::parse("PHP").unwrap();
+    php.channel_code = "PH_GCASH".into();
+    php.amount_minor = 12_345;
+    let (outcome, record) = p.create(&php).await;
+    assert_eq!(created(outcome).amount_minor, 12_345);
+    assert_eq!(record.request["body"]["amount"], "123.45");
+    assert_eq!(
+        sim.sim.payouts().disbursements[0].request.amount_minor,
+        12_345
+    );
+    let mut eur = request("po-eur");
+    eur.currency = Currency::parse("EUR").unwrap();
     assert!(matches!(
-        map_create(&r, 200, disb(250_000, "PENDING").as_bytes()),
-        CreateOutcome::Created(_)
+        p.create(&eur).await.0,
+        CreateOutcome::Refused {
+            recoverable: false,
+            ..
+        }
     ));
-    // An answer for another amount or reference is not our payout.
-    assert!(unknown(map_create(&r, 200, disb(1, "PENDING").as_bytes())));
-    assert!(unknown(map_create(
-        &r,
-        200,
-        disb(250_000, "REVERSED").as_bytes()
-    )));
-    assert!(unknown(map_create(&r, 200, b"<html>")));
-    assert!(refused(
-        map_create(&r, 400, err("INSUFFICIENT_BALANCE").as_bytes()),
-        true
-    ));
-    assert!(refused(
-        map_create(&r, 400, err("API_VALIDATION_ERROR").as_bytes()),
-        false
-    ));
-    assert!(refused(map_create(&r, 404, b"not json"), false));
-    for status in [401, 403, 408, 409, 429] {
-        assert!(
-            unknown(map_create(&r, status, err("X").as_bytes())),
-            "{status}"
-        );
-    }
-    assert!(unknown(map_create(
-        &r,
-        400,
-        err("DUPLICATE_TRANSACTION_ERROR").as_bytes()
-    )));
-    for status in [500, 502, 503, 504, 302] {
-        assert!(unknown(map_create(&r, status, b"")), "{status}");
-    }
+    assert_eq!(payouts_of(&sim, "po-eur"), 0);
 }
 
 #[test]
-fn query_answers_are_absent_only_when_the_provider_says_so() {
-    let row = |id: &str, amount: i64, status: &str| {
-        json!({"id": id, "external_id": "po-1", "amount": amount, "currency": "IDR",
-               "status": status, "failure_code": "X"})
-    };
-    let q = |status: u16, body: Value| map_query("po-1", status, body.to_string().as_bytes());
-    let unknown = |o: QueryOutcome| matches!(o, QueryOutcome::Unknown { .. });
-    assert_eq!(
-        q(
-            404,
-            json!({"error_code": "DIRECT_DISBURSEMENT_NOT_FOUND_ERROR"})
-        ),
-        QueryOutcome::Absent
-    );
-    assert!(unknown(map_query("po-1", 404, b"<html>not found</html>")));
-    assert!(unknown(q(
-        200,
-        json!([row("disb-1", 5, "PENDING"), row("disb-2", 6, "FAILED")])
-    )));
-    assert!(unknown(q(
-        200,
-        json!([row("disb-1", 5, "PENDING"), row("disb-2", 5, "COMPLETED")])
-    )));
-    assert!(unknown(q(200, json!([]))));
-    assert!(unknown(q(503, json!({}))));
-    // A failed attempt and a live one: the live one is the payout.
-    match q(
-        200,
-        json!([row("disb-1", 5, "FAILED"), row("disb-2", 5, "COMPLETED")]),
-    ) {
-        QueryOutcome::Found(p) => assert_eq!(p.provider_id, "disb-2"),
-        other => panic!("{other:?}"),
+fn a_malformed_secret_key_is_refused_at_start_naming_it() {
+    for bad in [
+        "",
+        " xnd_development_x",
+        "xnd_development_a b",
+        "sk-test",
+        "xnd_public_development_x",
+        "xnd_development_",
+    ] {
+        match XenditProvider::new(XenditConfig::new("http://127.0.0.1:1", bad)) {
+            Err(ProviderError::Config(e)) => {
+                assert!(e.contains("secret key"), "{bad:?}: {e}");
+                // The error repeats no key (only the documented prefixes).
+                assert!(bad.len() < 8 || !e.contains(bad.trim()) || bad.ends_with('_'));
+            }
+            other => panic!("{bad:?}: {other:?}"),
+        }
     }
-    match q(
-        200,
-        json!([row("disb-1", 5, "FAILED"), row("disb-2", 5, "FAILED")]),
-    ) {
-        QueryOutcome::Found(p) => assert_eq!(p.provider_id, "disb-2"),
-        other => panic!("{other:?}"),
-    }
+    assert!(XenditProvider::new(XenditConfig::new("http://x", "xnd_production_abc")).is_ok());
+    let debug = format!("{:?}", XenditConfig::new("http://x", "xnd_production_abc"));
+    assert!(!debug.contains("xnd_production_abc"), "{debug}");
 }

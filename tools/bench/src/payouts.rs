@@ -39,7 +39,7 @@ pub fn parse_cost(text: &str) -> anyhow::Result<Cost> {
     })
 }
 
-const SECRET: &str = "bench-secret";
+const SECRET: &str = "xnd_development_bench_secret";
 const TOKEN: &str = "bench-token";
 const PASSWORD: &str = "bench-password";
 

@@ -1,5 +1,5 @@
-//! The routes: the provider API (`/disbursements`, `/reports/disbursements`) and the
-//! control API (`/control/…`). Shapes are documented in the crate docs. The payment
+//! The routes: the provider API (`/v2/payouts`, `/transactions`) and the control API
+//! (`/control/…`). Shapes are documented in the crate docs. The payment
 //! gateway's routes (`/gateway/…`, `/control/gateway/…`) are in `gateway/http.rs`,
 //! merged here; both build their answers with the helpers of `respond.rs`.
 
@@ -13,20 +13,20 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use chrono::NaiveDate;
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// The header carrying the idempotency key of a create.
-pub const IDEMPOTENCY_KEY_HEADER: &str = "x-idempotency-key";
+/// The header carrying the idempotency key of a create (Xendit: `Idempotency-key`;
+/// header names are case-insensitive).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+/// Transactions per page when the request names no `limit`, and at most.
+pub const TRANSACTIONS_LIMIT_DEFAULT: usize = 10;
+pub const TRANSACTIONS_LIMIT_MAX: usize = 50;
 
 fn not_found() -> Response {
-    error(
-        404,
-        "DIRECT_DISBURSEMENT_NOT_FOUND_ERROR",
-        "no disbursement matches",
-    )
+    error(404, "DATA_NOT_FOUND", "no payout matches")
 }
 
 async fn create(State(sim): State<Sim>, headers: HeaderMap, body: Bytes) -> Response {
@@ -42,7 +42,7 @@ async fn create(State(sim): State<Sim>, headers: HeaderMap, body: Bytes) -> Resp
         return error(
             400,
             "API_VALIDATION_ERROR",
-            format!("X-IDEMPOTENCY-KEY is required (1 to {IDEMPOTENCY_KEY_CHARS_MAX} characters)"),
+            format!("Idempotency-key is required (1 to {IDEMPOTENCY_KEY_CHARS_MAX} characters)"),
         );
     };
     let request = match CreateRequest::parse(&body) {
@@ -112,13 +112,11 @@ async fn query(
     if !sim.admit(Endpoint::Query, authorization(&headers)) {
         return unauthorized();
     }
-    let Some(external_id) = q.get("external_id").filter(|e| !e.is_empty()) else {
-        return error(400, "API_VALIDATION_ERROR", "external_id is required");
+    let Some(reference_id) = q.get("reference_id").filter(|e| !e.is_empty()) else {
+        return error(400, "API_VALIDATION_ERROR", "reference_id is required");
     };
-    let found = sim.by_external_id(external_id);
-    if found.is_empty() {
-        return not_found();
-    }
+    // Documented: an array, empty when no payout has the reference.
+    let found = sim.by_external_id(reference_id);
     Json(found.iter().map(Disbursement::answer).collect::<Vec<_>>()).into_response()
 }
 
@@ -132,7 +130,19 @@ async fn get_one(State(sim): State<Sim>, headers: HeaderMap, Path(id): Path<Stri
     }
 }
 
-async fn report(
+/// The query's time `name` (RFC 3339), or the message of a 400.
+fn time(q: &HashMap<String, String>, name: &str) -> Result<Option<DateTime<Utc>>, String> {
+    match q.get(name) {
+        None => Ok(None),
+        Some(t) => DateTime::parse_from_rfc3339(t)
+            .map(|t| Some(t.with_timezone(&Utc)))
+            .map_err(|_| format!("{name} must be ISO 8601")),
+    }
+}
+
+/// `GET /transactions?types=DISBURSEMENT&created[gte]=…&created[lt]=…&limit=…&after_id=…`:
+/// the payouts as Transactions, one page, `{"has_more", "data", "links"}`.
+async fn transactions(
     State(sim): State<Sim>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
@@ -140,28 +150,48 @@ async fn report(
     if !sim.admit(Endpoint::Report, authorization(&headers)) {
         return unauthorized();
     }
-    let date = q
-        .get("date")
-        .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
-    let Some(date) = date else {
-        return error(
-            400,
-            "API_VALIDATION_ERROR",
-            "date is required, as YYYY-MM-DD",
-        );
+    if q.get("types").is_some_and(|t| t != "DISBURSEMENT") {
+        let empty: Vec<Value> = Vec::new();
+        return Json(serde_json::json!({"has_more": false, "data": empty, "links": empty}))
+            .into_response();
+    }
+    let (from, to) = match (time(&q, "created[gte]"), time(&q, "created[lt]")) {
+        (Ok(f), Ok(t)) => (
+            f.unwrap_or(DateTime::<Utc>::MIN_UTC),
+            t.unwrap_or(DateTime::<Utc>::MAX_UTC),
+        ),
+        (Err(e), _) | (_, Err(e)) => return error(400, "API_VALIDATION_ERROR", e),
     };
-    let rows: Vec<Value> = sim
-        .report(date)
-        .iter()
-        .map(Disbursement::report_row)
-        .collect();
-    Json(rows).into_response()
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        None => TRANSACTIONS_LIMIT_DEFAULT,
+        Some(Ok(l)) if (1..=TRANSACTIONS_LIMIT_MAX).contains(&l) => l,
+        Some(_) => {
+            return error(
+                400,
+                "API_VALIDATION_ERROR",
+                format!("limit must be 1 to {TRANSACTIONS_LIMIT_MAX}"),
+            )
+        }
+    };
+    let after = q.get("after_id").map(String::as_str);
+    let (page, has_more) = sim.transactions(from, to, after, limit);
+    let data: Vec<_> = page.iter().map(Disbursement::transaction).collect();
+    let links: Vec<Value> = match (has_more, page.last()) {
+        (true, Some(last)) => vec![serde_json::json!({
+            "href": format!("/transactions?after_id=txn_{}&limit={limit}", last.id),
+            "method": "GET",
+            "rel": "next",
+        })],
+        _ => Vec::new(),
+    };
+    Json(serde_json::json!({"has_more": has_more, "data": data, "links": links})).into_response()
 }
 
 /// One entry of `POST /control/faults`.
 #[derive(Deserialize)]
 struct ExternalIdFault {
-    external_id: String,
+    #[serde(alias = "external_id")]
+    reference_id: String,
     #[serde(flatten)]
     fault: Fault,
 }
@@ -176,11 +206,13 @@ struct SettingsBody {
     complete_after_ms: Option<u64>,
     callback_url: Option<String>,
     callback_token: Option<String>,
+    webhook_id: Option<bool>,
 }
 
 #[derive(Deserialize)]
 struct CompleteBody {
-    external_id: String,
+    #[serde(alias = "external_id")]
+    reference_id: String,
     status: Status,
     failure_code: Option<String>,
 }
@@ -191,7 +223,7 @@ async fn faults(State(sim): State<Sim>, Json(b): Json<FaultsBody>) -> Response {
         return error(400, "BAD_REQUEST", bad);
     }
     for f in b.faults {
-        if let Err(e) = sim.add_fault(&f.external_id, f.fault) {
+        if let Err(e) = sim.add_fault(&f.reference_id, f.fault) {
             return control_error(e);
         }
     }
@@ -200,13 +232,18 @@ async fn faults(State(sim): State<Sim>, Json(b): Json<FaultsBody>) -> Response {
 
 async fn settings(State(sim): State<Sim>, Json(b): Json<SettingsBody>) -> Response {
     match sim.set_settings(b.complete_after_ms, b.callback_url, b.callback_token) {
-        Ok(()) => Json(sim.settings()).into_response(),
+        Ok(()) => {
+            if let Some(send) = b.webhook_id {
+                sim.set_webhook_id(send);
+            }
+            Json(sim.settings()).into_response()
+        }
         Err(e) => control_error(e),
     }
 }
 
 async fn complete(State(sim): State<Sim>, Json(b): Json<CompleteBody>) -> Response {
-    match sim.complete(&b.external_id, b.status, b.failure_code) {
+    match sim.complete(&b.reference_id, b.status, b.failure_code) {
         Ok(d) => Json(d).into_response(),
         Err(e) => control_error(e),
     }
@@ -216,9 +253,9 @@ async fn complete(State(sim): State<Sim>, Json(b): Json<CompleteBody>) -> Respon
 /// gateway's ([`crate::gateway`]).
 pub fn router(sim: Sim) -> Router {
     Router::new()
-        .route("/disbursements", post(create).get(query))
-        .route("/disbursements/{id}", get(get_one))
-        .route("/reports/disbursements", get(report))
+        .route("/v2/payouts", post(create).get(query))
+        .route("/v2/payouts/{id}", get(get_one))
+        .route("/transactions", get(transactions))
         .route("/control/faults", post(faults))
         .route(
             "/control/payouts",

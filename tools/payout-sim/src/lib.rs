@@ -1,11 +1,12 @@
-//! A simulator of a payout provider shaped like Xendit's disbursement API, for tests,
-//! demos and benchmarks: an HTTP server on loopback that takes idempotent payout
-//! creates, settles them in the background, POSTs callbacks, serves a daily report,
-//! and a control API that scripts faults per external id (timeouts after accepting,
-//! 5xx before and after accepting, insufficient balance, failures, callbacks early,
-//! twice, out of order, contradicting, or unreadable). The payout adapter talks to it
-//! over a real socket, exactly as to the provider. State lives in memory behind one
-//! mutex and nothing sleeps unless scripted: ten thousand payouts end to end are fast.
+//! A simulator of a payout provider speaking **Xendit's Payouts API (v2)** as
+//! documented, for tests, demos and benchmarks: an HTTP server on loopback that takes
+//! idempotent payout creates, settles them in the background, POSTs payout webhooks,
+//! lists payouts by reference and as Transactions, and a control API that scripts
+//! faults per reference id (timeouts after accepting, 5xx before and after accepting,
+//! insufficient balance, failures, webhooks early, twice, out of order,
+//! contradicting, reversed, or unreadable). factledger's Xendit adapter talks to it
+//! over a real socket, exactly as to Xendit. State lives in memory behind one mutex
+//! and nothing sleeps unless scripted: ten thousand payouts end to end are fast.
 //!
 //! The same server also simulates a **cash payment gateway** (seed 000: WeChat Pay,
 //! Alipay, Apple): payments with HMAC-signed pay callbacks, idempotent refunds, refund
@@ -13,69 +14,79 @@
 //! See [`gateway`] for that API; it shares the API key, the server, the reset and the
 //! callback delivery described here.
 //!
-//! # The provider API (Xendit's shape, not factledger's)
+//! # The provider API (Xendit's shape)
 //!
-//! Every call needs `Authorization: Basic base64("<secret>:")` (the configured secret
-//! key, an empty password); otherwise 401 `{"error_code": "INVALID_API_KEY"}`. Errors
-//! are `{"error_code": "...", "message": "..."}`.
+//! Every call needs `Authorization: Basic base64("<secret key>:")` (the configured
+//! secret key, an empty password); otherwise 401 `{"error_code": "INVALID_API_KEY"}`.
+//! Errors are `{"error_code": "...", "message": "..."}`.
 //!
-//! - `POST /disbursements` with `X-IDEMPOTENCY-KEY: <key>` (required: 400
-//!   `API_VALIDATION_ERROR` without it) and
+//! - `POST /v2/payouts` with `Idempotency-key: <key>` (required: 400
+//!   `API_VALIDATION_ERROR` without it, or past 100 characters) and Xendit's body
 //!   ```json
-//!   {"external_id": "po-42", "amount": 150000, "currency": "IDR", "bank_code": "BCA",
-//!    "account_holder_name": "Ani", "account_number": "1234567890",
-//!    "description": "payout"}
+//!   {"reference_id": "myref-1482928194", "channel_code": "ID_BCA",
+//!    "channel_properties": {"account_number": "000000000099",
+//!                           "account_holder_name": "Michael Chen"},
+//!    "amount": 10000, "description": "July payout", "currency": "IDR"}
 //!   ```
-//!   **Deviation from Xendit:** `amount` is an integer number of minor units (Xendit
-//!   takes a JSON number of rupiah); a fraction, zero, a negative or a string is 400
-//!   `API_VALIDATION_ERROR` with a message naming the field, as is any missing, empty
-//!   or wrongly typed field, a currency other than `IDR` or a non-digit account number.
-//!   Answers 200
+//!   `amount` is a JSON number in the currency's major unit, read exactly: IDR and
+//!   VND integers, PHP, MYR, THB and USD at most 2 decimals ([`CURRENCIES`]). A
+//!   string, zero, an exponent, too many decimals, any missing, empty or wrongly
+//!   typed field, another currency or a non-digit account number is 400
+//!   `API_VALIDATION_ERROR` with a message naming the field. Answers 200 with the
+//!   Payout object, status `ACCEPTED`:
 //!   ```json
-//!   {"id": "disb-1", "external_id": "po-42", "amount": 150000, "currency": "IDR",
-//!    "bank_code": "BCA", "account_holder_name": "Ani", "account_number": "1234567890",
-//!    "description": "payout", "status": "PENDING"}
+//!   {"id": "disb-1", "amount": 10000, "channel_code": "ID_BCA", "currency": "IDR",
+//!    "status": "ACCEPTED", "description": "July payout",
+//!    "reference_id": "myref-1482928194", "created": "…", "updated": "…",
+//!    "estimated_arrival_time": "…", "business_id": "…",
+//!    "channel_properties": {"account_number": "000000000099",
+//!                           "account_holder_name": "Michael Chen"}}
 //!   ```
-//!   (`failure_code` appears once FAILED). **Idempotency:** a create with a key already
-//!   used and the same body answers 200 with that same disbursement (its current
-//!   status) and creates nothing; the same key with a different body is 400
-//!   `DUPLICATE_TRANSACTION_ERROR`. One key never makes two disbursements. (Xendit
-//!   answers every reuse with `DUPLICATE_TRANSACTION_ERROR`; the simulator replays, as
-//!   most idempotent APIs do.) The external id is not unique: two keys, two payouts.
-//! - `GET /disbursements?external_id=X`: 200 with a JSON array of the disbursements
-//!   carrying that external id (normally one), oldest first; 404
-//!   `DIRECT_DISBURSEMENT_NOT_FOUND_ERROR` when there are none.
-//! - `GET /disbursements/{id}`: the one disbursement, or that 404.
-//! - `GET /reports/disbursements?date=YYYY-MM-DD`: every disbursement created that UTC
-//!   day, `[{"id", "external_id", "amount", "currency", "status", "failure_code",
-//!   "created"}]` (`created` RFC 3339).
+//!   (`failure_code` appears once FAILED). **Idempotency**, as documented: the same
+//!   key and the same body answers 200 with that same payout (its current status)
+//!   and creates nothing; the same key with another body is 409 `DUPLICATE_ERROR`.
+//!   One key never makes two payouts. The reference id is not unique: two keys, two
+//!   payouts.
+//! - `GET /v2/payouts?reference_id=X`: 200 with a JSON array of the payouts carrying
+//!   that reference, oldest first — empty when there are none.
+//! - `GET /v2/payouts/{id}`: the one payout, or 404 `DATA_NOT_FOUND`.
+//! - `GET /transactions?types=DISBURSEMENT&created[gte]=<RFC 3339>&created[lt]=…
+//!   &limit=<1..50>&after_id=<txn id>`: the payouts as Xendit Transactions
+//!   (`{"id": "txn_disb-1", "product_id": "disb-1", "type": "DISBURSEMENT",
+//!   "status": "PENDING"|"SUCCESS"|"FAILED"|"VOIDED"|"REVERSED", "reference_id",
+//!   "currency", "amount", "cashflow": "MONEY_OUT", …}`), in creation order, one page
+//!   `{"has_more", "data", "links"}`; the next page starts `after_id` the last one.
 //!
-//! # Lifecycle and callbacks
+//! Not simulated: `POST /v2/payouts/{id}/cancel` (factledger never cancels a payout)
+//! and payout channels listing.
 //!
-//! A new disbursement is `PENDING`; `complete_after_ms` after its answer (0: right
-//! after) a background task settles it `COMPLETED` (or `FAILED` when scripted) and, if a
-//! callback URL is configured, POSTs to it with `x-callback-token: <callback token>`:
+//! # Lifecycle and webhooks
+//!
+//! A new payout is `ACCEPTED`; `complete_after_ms` after its answer (0: right after)
+//! a background task settles it `SUCCEEDED` (or `FAILED` when scripted) and, if a
+//! callback URL is configured, POSTs Xendit's webhook envelope to it with
+//! `x-callback-token: <callback token>` and `webhook-id: <delivery id>` (the header
+//! can be turned off: `POST /control/settings {"webhook_id": false}`):
 //!
 //! ```json
-//! {"event_id": "evt-7", "id": "disb-1", "external_id": "po-42", "amount": 150000,
-//!  "currency": "IDR", "status": "COMPLETED", "failure_code": null,
-//!  "updated": "2026-05-01T10:00:00.123Z"}
+//! {"event": "payout.succeeded", "business_id": "…", "created": "…",
+//!  "data": {"id": "disb-1", "amount": 10000, "currency": "IDR",
+//!           "status": "SUCCEEDED", "reference_id": "myref-1482928194", …}}
 //! ```
 //!
-//! `status` is `PENDING`, `COMPLETED` or `FAILED`. **Deviation from Xendit:** Xendit's
-//! callbacks carry no event id; the simulator adds a unique `event_id` per event (a
-//! duplicate delivery repeats it) so the receiver can dedupe. A callback answered
-//! non-2xx or not at all is retried up to [`CALLBACK_ATTEMPTS_MAX`] attempts in all,
-//! [`CALLBACK_BACKOFF_MS`] doubling between them; the callbacks of one settlement are
-//! delivered one after the other, in order.
+//! Events: `payout.succeeded`, `payout.failed` (with `data.failure_code`),
+//! `payout.reversed`. A duplicate delivery repeats its `webhook-id`. A callback
+//! answered non-2xx or not at all is retried up to [`CALLBACK_ATTEMPTS_MAX`] attempts
+//! in all, [`CALLBACK_BACKOFF_MS`] doubling between them; the callbacks of one
+//! settlement are delivered one after the other, in order.
 //!
 //! # The control API (tests and demos only, no authorization)
 //!
-//! - `POST /control/faults` `{"faults": [{"external_id": "po-42", "kind": "...", ...}]}`:
-//!   faults queue per external id; each create request carrying that external id (a
-//!   retry too) takes the next fault of its queue, so `[{"kind":
-//!   "error_5xx_before_accept"}]` fails the first attempt and lets the retry through.
-//!   Kinds (optional fields with their defaults):
+//! - `POST /control/faults` `{"faults": [{"reference_id": "po-42", "kind": "...", ...}]}`
+//!   (`external_id` is accepted for `reference_id`): faults queue per reference id;
+//!   each create request carrying that reference (a retry too) takes the next fault
+//!   of its queue, so `[{"kind": "error_5xx_before_accept"}]` fails the first attempt
+//!   and lets the retry through. Kinds (optional fields with their defaults):
 //!   - `accept_then_timeout` `{"delay_ms": 60000}`: creates (it settles as usual), then
 //!     holds the answer that long (at most [`DELAY_MS_MAX`]): a client timeout after
 //!     the money moved.
@@ -86,33 +97,39 @@
 //!   - `fail` `{"failure_code": "INVALID_DESTINATION"}`: creates; it settles `FAILED`.
 //!   - `slow_success` `{"delay_ms": N}` (required): creates, answers after `delay_ms`;
 //!     it settles as usual from then on, also when the caller hung up before.
-//!   - `webhook_before_response`: settles and delivers the callbacks before answering
-//!     the create (the answer still says `PENDING`, as computed at acceptance).
-//!   - `duplicate_webhook`: every callback of the settlement is sent twice, same
-//!     `event_id` (the same event twice).
-//!   - `out_of_order_webhooks`: the `COMPLETED` callback, then a stale `PENDING` one
-//!     (a new `event_id`, an older `updated`): paid before processing.
+//!   - `webhook_before_response`: settles and delivers the webhooks before answering
+//!     the create (the answer still says `ACCEPTED`, as computed at acceptance).
+//!   - `duplicate_webhook`: every webhook of the settlement is sent twice, same
+//!     `webhook-id`.
+//!   - `out_of_order_webhooks`: the `payout.succeeded` webhook, then a stale one
+//!     reporting `ACCEPTED` (event `payout.accepted`, a new `webhook-id`, an older
+//!     `updated`): a late delivery of an earlier state.
 //!   - `failed_after_completed` `{"failure_code": "INVALID_DESTINATION"}`: settles
-//!     `COMPLETED`, then a contradicting `FAILED` callback; the provider reports it
-//!     `FAILED` from then on (a bank return): failed after paid.
+//!     `SUCCEEDED`, then a contradicting `payout.failed`; the provider reports it
+//!     `FAILED` from then on.
+//!   - `reversed_after_succeeded`: settles `SUCCEEDED`, then `payout.reversed` (the
+//!     bank returned the money); the provider reports it `REVERSED` from then on.
 //!   - `garbage_body`: creates (it settles as usual), answers 200 with a non-JSON body.
 //!   - `garbage_webhook`: a callback whose body is not JSON, then the real one.
 //!
-//!   The faults acting on callbacks and `fail` take effect only on a request that
+//!   The faults acting on webhooks and `fail` take effect only on a request that
 //!   creates; on an idempotent replay they are used up without effect.
 //! - `GET /control/payouts`: `{"disbursements": [...], "creates_per_external_id":
-//!   {"po-42": 1}}` (every field, `created`, `updated` and `idempotency_key` too).
+//!   {"po-42": 1}}` (every field, amounts in minor units, `idempotency_key` too;
+//!   keyed by reference id).
 //! - `GET /control/requests`: `{"create", "query", "get", "report", "unauthorized"}`
-//!   call counts.
-//! - `GET /control/callbacks`: every callback attempt `{"event_id", "disbursement_id",
-//!   "external_id", "status", "attempt", "http_status", "error", "delivered"}`.
-//! - `POST /control/settings` `{"complete_after_ms", "callback_url", "callback_token"}`
-//!   (each optional; `"callback_url": ""` turns callbacks off); `GET` shows them.
-//! - `POST /control/complete` `{"external_id", "status": "COMPLETED"|"FAILED",
-//!   "failure_code"}`: settles the latest disbursement of that external id by hand,
-//!   whatever its status (a second call contradicts the first), and sends its callbacks.
-//!   For tests that set `complete_after_ms` very large.
-//! - `POST /control/reset`: forgets disbursements, keys, faults, counts and callbacks,
+//!   call counts (`report` counts transaction pages).
+//! - `GET /control/callbacks`: every callback attempt `{"event_id" (the webhook id),
+//!   "disbursement_id", "external_id" (the reference), "status", "attempt",
+//!   "http_status", "error", "delivered"}`.
+//! - `POST /control/settings` `{"complete_after_ms", "callback_url", "callback_token",
+//!   "webhook_id"}` (each optional; `"callback_url": ""` turns callbacks off); `GET`
+//!   shows them.
+//! - `POST /control/complete` `{"reference_id", "status": "SUCCEEDED"|"FAILED"|
+//!   "REVERSED", "failure_code"}`: settles the latest payout of that reference by
+//!   hand, whatever its status (a second call contradicts the first), and sends its
+//!   webhooks. For tests that set `complete_after_ms` very large.
+//! - `POST /control/reset`: forgets payouts, keys, faults, counts and callbacks,
 //!   returns to the configured settings, and drops pending settlements (the gateway's
 //!   state too).
 //!
@@ -139,8 +156,8 @@ mod sim;
 
 pub use http::{router, IDEMPOTENCY_KEY_HEADER};
 pub use model::{
-    CreateRequest, Disbursement, Fault, Status, CURRENCIES, DELAY_MS_MAX, FAILURE_CODE_DEFAULT,
-    TIMEOUT_DELAY_MS_DEFAULT,
+    currency_digits, major_text, parse_major, CreateRequest, Disbursement, Fault, PayoutAnswer,
+    Status, BUSINESS_ID, CURRENCIES, DELAY_MS_MAX, FAILURE_CODE_DEFAULT, TIMEOUT_DELAY_MS_DEFAULT,
 };
 pub use plumbing::{
     ControlError, CALLBACK_ATTEMPTS_MAX, CALLBACK_BACKOFF_MS, CALLBACK_TIMEOUT_MS, GARBAGE_BODY,
@@ -155,6 +172,8 @@ use std::time::Duration;
 
 /// The header every callback carries the configured callback token in.
 pub const CALLBACK_TOKEN_HEADER: &str = "x-callback-token";
+/// The header carrying a callback's delivery id (unless turned off).
+pub const WEBHOOK_ID_HEADER: &str = "webhook-id";
 /// How long [`SimHandle::shutdown`] lets answers in flight finish.
 pub const SHUTDOWN_GRACE_MS: u64 = 1_000;
 

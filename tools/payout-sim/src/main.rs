@@ -1,4 +1,4 @@
-//! `payout-sim`: serve a simulated payout provider (Xendit-shaped disbursements) and
+//! `payout-sim`: serve a simulated payout provider (Xendit's Payouts API v2) and
 //! a simulated cash payment gateway for demos and benchmarks
 //! (`cargo run -p payout-sim -- --listen 127.0.0.1:9200`). See the library docs for
 //! the APIs, the callbacks and the control endpoints.
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "payout-sim",
-    about = "Simulated payout provider (Xendit disbursement shaped) and payment gateway (loopback only)"
+    about = "Simulated payout provider (Xendit Payouts API v2) and payment gateway (loopback only)"
 )]
 struct Cli {
     /// Address to listen on; loopback only (127.0.0.1:0 picks a free port).

@@ -1,16 +1,30 @@
-//! The provider's data: a create request as parsed from the body, the disbursement it
-//! becomes, its status, and the faults a test can script.
+//! The provider's data: a create request as parsed from the body, the payout it
+//! becomes, its status, the answers and webhook envelopes it is shown as, and the
+//! faults a test can script.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
-/// Longest text field of a create request (Xendit allows about this much).
+/// Longest text field of a create request (Xendit: `reference_id` 255, names 100;
+/// the simulator is a little looser).
 pub const TEXT_CHARS_MAX: usize = 1_000;
-/// Longest `X-IDEMPOTENCY-KEY`.
-pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 1_000;
-/// Currencies the simulated provider pays out in (Xendit disbursements: IDR).
-pub const CURRENCIES: [&str; 1] = ["IDR"];
+/// Longest `Idempotency-key` (Xendit: 100).
+pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 100;
+/// Currencies the simulated provider pays out in, with the digits after the point
+/// its `amount` (a JSON number in the major unit) may have (Xendit's Create Payout:
+/// IDR and VND integers, PHP, MYR and THB up to 2 places).
+pub const CURRENCIES: [(&str, u32); 6] = [
+    ("IDR", 0),
+    ("MYR", 2),
+    ("PHP", 2),
+    ("THB", 2),
+    ("USD", 2),
+    ("VND", 0),
+];
+/// The `business_id` of the simulated Xendit account.
+pub const BUSINESS_ID: &str = "5f27a14a9bf05c73dd040bc8";
 /// Longest scripted delay: long enough to outlast any client timeout, short enough
 /// that a forgotten fault cannot hang a test run.
 pub const DELAY_MS_MAX: u64 = 120_000;
@@ -19,17 +33,17 @@ pub const TIMEOUT_DELAY_MS_DEFAULT: u64 = 60_000;
 /// The failure code of `fail` and `failed_after_completed` when the fault names none.
 pub const FAILURE_CODE_DEFAULT: &str = "INVALID_DESTINATION";
 
-/// A `POST /disbursements` body, every field checked (see [`CreateRequest::parse`]).
+/// A `POST /v2/payouts` body, every field checked (see [`CreateRequest::parse`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreateRequest {
-    pub external_id: String,
-    /// Integer minor units (Xendit sends a JSON number of rupiah; IDR has no minor
-    /// unit in practice, but the simulator refuses anything but an integer).
-    pub amount: i64,
-    pub currency: String,
-    pub bank_code: String,
-    pub account_holder_name: String,
+    pub reference_id: String,
+    pub channel_code: String,
     pub account_number: String,
+    pub account_holder_name: String,
+    /// The amount in minor units of `currency` (read exactly from the major-unit
+    /// number on the wire).
+    pub amount_minor: i64,
+    pub currency: String,
     pub description: String,
 }
 
@@ -62,7 +76,7 @@ pub(crate) fn object(body: &[u8]) -> Result<Map<String, Value>, String> {
 }
 
 /// A strictly positive integer amount of minor units (a fraction, zero, a negative
-/// or a string is refused, naming the field).
+/// or a string is refused, naming the field): the gateway's amounts.
 pub(crate) fn positive_minor(body: &Map<String, Value>, field: &str) -> Result<i64, String> {
     match body.get(field) {
         Some(Value::Number(n)) => n
@@ -74,41 +88,134 @@ pub(crate) fn positive_minor(body: &Map<String, Value>, field: &str) -> Result<i
     }
 }
 
+/// The digits of `currency`, if the simulated provider pays out in it.
+pub fn currency_digits(currency: &str) -> Option<u32> {
+    CURRENCIES
+        .iter()
+        .find(|(c, _)| *c == currency)
+        .map(|(_, d)| *d)
+}
+
+/// `minor` as the decimal text of the major unit (`12345`, 2 → `123.45`).
+pub fn major_text(minor: i64, digits: u32) -> String {
+    let sign = if minor < 0 { "-" } else { "" };
+    let magnitude = minor.unsigned_abs().to_string();
+    let d = digits as usize;
+    if d == 0 {
+        return format!("{sign}{magnitude}");
+    }
+    let padded = format!("{magnitude:0>width$}", width = d + 1);
+    let (whole, fraction) = padded.split_at(padded.len() - d);
+    format!("{sign}{whole}.{fraction}")
+}
+
+/// The JSON number text `text` in minor units, exactly: a string, an exponent, a
+/// sign, more decimals than `digits` (`1.005` PHP, `100.5` IDR) or zero is refused.
+pub fn parse_major(text: &str, digits: u32) -> Result<i64, String> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits_only = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits_only(whole) || (text.contains('.') && !digits_only(fraction)) {
+        return Err(format!("amount must be a positive number, not {text}"));
+    }
+    if fraction.len() > digits as usize {
+        return Err(format!(
+            "amount {text} has more than {digits} decimal places for this currency"
+        ));
+    }
+    let scaled = format!("{whole}{fraction:0<width$}", width = digits as usize);
+    match scaled.parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n),
+        Ok(_) => Err("amount must be greater than 0".into()),
+        Err(_) => Err(format!("amount {text} is out of range")),
+    }
+}
+
+/// Only the `amount` of a create body, as its raw text.
+#[derive(Deserialize)]
+struct RawAmount {
+    amount: Option<Box<RawValue>>,
+}
+
 impl CreateRequest {
     /// Parses a create body; the error message names the field at fault.
     pub fn parse(body: &[u8]) -> Result<CreateRequest, String> {
-        let body = &object(body)?;
-        let amount = positive_minor(body, "amount")?;
-        let currency = text(body, "currency")?;
-        if !CURRENCIES.contains(&currency.as_str()) {
-            return Err(format!("currency must be one of {CURRENCIES:?}"));
+        let map = &object(body)?;
+        let currency = text(map, "currency")?;
+        let digits = currency_digits(&currency).ok_or_else(|| {
+            let names: Vec<&str> = CURRENCIES.iter().map(|(c, _)| *c).collect();
+            format!("currency must be one of {names:?}")
+        })?;
+        let raw: RawAmount =
+            serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+        let amount = raw.amount.ok_or("amount is required")?;
+        if !matches!(map.get("amount"), Some(Value::Number(_))) {
+            return Err("amount must be a number".into());
         }
-        let account_number = text(body, "account_number")?;
+        let amount_minor = parse_major(amount.get(), digits)?;
+        let props = match map.get("channel_properties") {
+            Some(Value::Object(p)) => p,
+            Some(_) => return Err("channel_properties must be an object".into()),
+            None => return Err("channel_properties is required".into()),
+        };
+        let account_number =
+            text(props, "account_number").map_err(|e| format!("channel_properties.{e}"))?;
         if !account_number.chars().all(|c| c.is_ascii_digit()) {
-            return Err("account_number must be digits only".into());
+            return Err("channel_properties.account_number must be digits only".into());
         }
+        let account_holder_name =
+            text(props, "account_holder_name").map_err(|e| format!("channel_properties.{e}"))?;
         Ok(CreateRequest {
-            external_id: text(body, "external_id")?,
-            amount,
-            currency,
-            bank_code: text(body, "bank_code")?,
-            account_holder_name: text(body, "account_holder_name")?,
+            reference_id: text(map, "reference_id")?,
+            channel_code: text(map, "channel_code")?,
             account_number,
-            description: text(body, "description")?,
+            account_holder_name,
+            amount_minor,
+            currency,
+            description: text(map, "description")?,
         })
     }
 }
 
-/// Where a disbursement is in its lifecycle.
+/// Where a payout is in its lifecycle (Xendit's statuses; the simulator never
+/// sends one to a channel, so it goes from `ACCEPTED` straight to the end).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
-    Pending,
-    Completed,
+    Accepted,
+    #[serde(alias = "COMPLETED")]
+    Succeeded,
     Failed,
+    Cancelled,
+    /// Succeeded, then returned by the bank to the business's balance.
+    Reversed,
 }
 
-/// One disbursement as the provider keeps it.
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Accepted => "ACCEPTED",
+            Status::Succeeded => "SUCCEEDED",
+            Status::Failed => "FAILED",
+            Status::Cancelled => "CANCELLED",
+            Status::Reversed => "REVERSED",
+        }
+    }
+
+    /// The webhook event reporting this status (`ACCEPTED` has none at Xendit; the
+    /// simulator's stale deliveries call it `payout.accepted`).
+    pub fn event(self) -> &'static str {
+        match self {
+            Status::Accepted => "payout.accepted",
+            Status::Succeeded => "payout.succeeded",
+            Status::Failed => "payout.failed",
+            Status::Cancelled => "payout.cancelled",
+            Status::Reversed => "payout.reversed",
+        }
+    }
+}
+
+/// One payout as the provider keeps it (`Disbursement`: Xendit's ids still say
+/// `disb-`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Disbursement {
     /// `disb-<n>`, unique for the simulator process (not reused after a reset).
@@ -126,58 +233,149 @@ pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// The `channel_properties` of an answer.
+#[derive(Debug, Serialize)]
+pub struct ChannelPropertiesAnswer {
+    pub account_number: String,
+    pub account_holder_name: String,
+}
+
+/// A Payout object as the API shows it (create, get, list, webhook `data`): the
+/// amount a JSON number in the major unit, written from its exact decimal text.
+#[derive(Debug, Serialize)]
+pub struct PayoutAnswer {
+    pub id: String,
+    pub amount: Box<RawValue>,
+    pub channel_code: String,
+    pub currency: String,
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_code: Option<String>,
+    pub description: String,
+    pub reference_id: String,
+    pub created: String,
+    pub updated: String,
+    pub estimated_arrival_time: String,
+    pub business_id: &'static str,
+    pub channel_properties: ChannelPropertiesAnswer,
+}
+
+/// A payout webhook (docs, "Payout webhook").
+#[derive(Debug, Serialize)]
+pub struct WebhookEnvelope {
+    pub event: &'static str,
+    pub business_id: &'static str,
+    pub created: String,
+    pub data: PayoutAnswer,
+}
+
+/// A Transaction object of the Transactions API (`GET /transactions`).
+#[derive(Debug, Serialize)]
+pub struct TransactionAnswer {
+    pub id: String,
+    pub product_id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub status: &'static str,
+    pub channel_category: &'static str,
+    pub channel_code: String,
+    pub reference_id: String,
+    pub account_identifier: String,
+    pub currency: String,
+    pub amount: Box<RawValue>,
+    pub cashflow: &'static str,
+    pub settlement_status: &'static str,
+    pub business_id: &'static str,
+    pub created: String,
+    pub updated: String,
+}
+
 impl Disbursement {
-    /// The provider API's answer for this disbursement (create, get, query).
-    pub fn answer(&self) -> Value {
+    fn amount_raw(&self) -> Box<RawValue> {
         let r = &self.request;
-        let mut v = json!({
-            "id": self.id,
-            "external_id": r.external_id,
-            "amount": r.amount,
-            "currency": r.currency,
-            "bank_code": r.bank_code,
-            "account_holder_name": r.account_holder_name,
-            "account_number": r.account_number,
-            "description": r.description,
-            "status": self.status,
-        });
-        if let (Some(code), Some(obj)) = (&self.failure_code, v.as_object_mut()) {
-            obj.insert("failure_code".into(), json!(code));
-        }
-        v
+        let digits = currency_digits(&r.currency).unwrap_or(0);
+        // Provably infallible: `major_text` writes digits with at most one point
+        // between digits (amounts are positive), always a valid JSON number.
+        RawValue::from_string(major_text(r.amount_minor, digits))
+            .expect("a decimal text is a JSON number")
     }
 
-    /// One row of the daily report.
-    pub fn report_row(&self) -> Value {
-        json!({
-            "id": self.id,
-            "external_id": self.request.external_id,
-            "amount": self.request.amount,
-            "currency": self.request.currency,
-            "status": self.status,
-            "failure_code": self.failure_code,
-            "created": rfc3339(self.created),
-        })
-    }
-
-    /// A callback body reporting `status` (which may be stale: see the faults).
-    pub(crate) fn event(
+    /// The API's Payout object, reporting `status` (the payout's own unless stale).
+    pub fn answer_as(
         &self,
-        event_id: String,
         status: Status,
         failure_code: Option<&str>,
         updated: DateTime<Utc>,
-    ) -> Value {
-        json!({
-            "event_id": event_id,
-            "id": self.id,
-            "external_id": self.request.external_id,
-            "amount": self.request.amount,
-            "currency": self.request.currency,
-            "status": status,
-            "failure_code": failure_code,
-            "updated": rfc3339(updated),
-        })
+    ) -> PayoutAnswer {
+        let r = &self.request;
+        PayoutAnswer {
+            id: self.id.clone(),
+            amount: self.amount_raw(),
+            channel_code: r.channel_code.clone(),
+            currency: r.currency.clone(),
+            status: status.as_str(),
+            failure_code: failure_code.map(str::to_owned),
+            description: r.description.clone(),
+            reference_id: r.reference_id.clone(),
+            created: rfc3339(self.created),
+            updated: rfc3339(updated),
+            estimated_arrival_time: rfc3339(self.created + chrono::Duration::minutes(15)),
+            business_id: BUSINESS_ID,
+            channel_properties: ChannelPropertiesAnswer {
+                account_number: r.account_number.clone(),
+                account_holder_name: r.account_holder_name.clone(),
+            },
+        }
+    }
+
+    /// The API's Payout object as the payout is now.
+    pub fn answer(&self) -> PayoutAnswer {
+        self.answer_as(self.status, self.failure_code.as_deref(), self.updated)
+    }
+
+    /// The payout as a Transaction of the Transactions API.
+    pub fn transaction(&self) -> TransactionAnswer {
+        let r = &self.request;
+        let status = match self.status {
+            Status::Accepted => "PENDING",
+            Status::Succeeded => "SUCCESS",
+            Status::Failed => "FAILED",
+            Status::Cancelled => "VOIDED",
+            Status::Reversed => "REVERSED",
+        };
+        TransactionAnswer {
+            id: format!("txn_{}", self.id),
+            product_id: self.id.clone(),
+            kind: "DISBURSEMENT",
+            status,
+            channel_category: "BANK",
+            channel_code: r.channel_code.clone(),
+            reference_id: r.reference_id.clone(),
+            account_identifier: r.account_number.clone(),
+            currency: r.currency.clone(),
+            amount: self.amount_raw(),
+            cashflow: "MONEY_OUT",
+            settlement_status: "SETTLED",
+            business_id: BUSINESS_ID,
+            created: rfc3339(self.created),
+            updated: rfc3339(self.updated),
+        }
+    }
+
+    /// A webhook body reporting `status` (which may be stale: see the faults).
+    pub(crate) fn event(
+        &self,
+        status: Status,
+        failure_code: Option<&str>,
+        updated: DateTime<Utc>,
+    ) -> String {
+        let envelope = WebhookEnvelope {
+            event: status.event(),
+            business_id: BUSINESS_ID,
+            created: rfc3339(updated),
+            data: self.answer_as(status, failure_code, updated),
+        };
+        serde_json::to_string(&envelope).unwrap_or_default()
     }
 }
 
@@ -194,8 +392,8 @@ fn failure_code_default() -> String {
     FAILURE_CODE_DEFAULT.to_owned()
 }
 
-/// A scripted misbehaviour, queued per `external_id`: each create request carrying
-/// that external id takes the next fault of its queue (see the crate docs).
+/// A scripted misbehaviour, queued per `reference_id`: each create request carrying
+/// that reference takes the next fault of its queue (see the crate docs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Fault {
@@ -229,15 +427,18 @@ pub enum Fault {
     WebhookBeforeResponse,
     /// Every callback of the disbursement is delivered twice (same event id).
     DuplicateWebhook,
-    /// The settling callback is followed by a stale `PENDING` one (a new event id,
-    /// an older `updated`).
+    /// The settling callback is followed by a stale one reporting `ACCEPTED` (a new
+    /// webhook id, an older `updated`).
     OutOfOrderWebhooks,
-    /// The disbursement settles COMPLETED, its callback is followed by a contradicting
+    /// The payout settles SUCCEEDED, its callback is followed by a contradicting
     /// FAILED one with this code; the provider then reports it FAILED.
     FailedAfterCompleted {
         #[serde(default = "failure_code_default")]
         failure_code: String,
     },
+    /// The payout settles SUCCEEDED, then the bank returns it: a `payout.reversed`
+    /// callback follows and the provider reports it REVERSED from then on.
+    ReversedAfterSucceeded,
     /// Create the disbursement, answer 200 with a body that is not JSON.
     GarbageBody,
     /// Before the settling callback, deliver one whose body is not JSON.
@@ -274,34 +475,48 @@ pub(crate) enum WebhookFault {
     Duplicate,
     OutOfOrder,
     FailedAfterCompleted { failure_code: String },
+    Reversed,
     Garbage,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn body(v: Value) -> Result<CreateRequest, String> {
         CreateRequest::parse(v.to_string().as_bytes())
     }
 
+    /// Xendit's Create Payout example body (docs, `createPayoutExample`).
     fn good() -> Value {
-        json!({"external_id": "p-1", "amount": 150_000, "currency": "IDR", "bank_code": "BCA",
-               "account_holder_name": "Ani", "account_number": "1234567890",
-               "description": "payout"})
+        json!({"reference_id": "myref-1482928194", "channel_code": "ID_BCA",
+               "channel_properties": {"account_number": "000000000099",
+                                      "account_holder_name": "Michael Chen"},
+               "amount": 10000, "description": "July payout", "currency": "IDR"})
     }
 
     #[test]
     fn every_field_is_checked_and_the_error_names_it() {
-        assert_eq!(body(good()).unwrap().amount, 150_000);
+        assert_eq!(body(good()).unwrap().amount_minor, 10_000);
         let cases = [
             ("amount", json!(1.5), "amount"),
             ("amount", json!(0), "amount"),
             ("amount", json!("100"), "amount"),
-            ("currency", json!("USD"), "currency"),
-            ("account_number", json!("12ab"), "account_number"),
-            ("bank_code", json!(""), "bank_code"),
+            ("currency", json!("EUR"), "currency"),
+            ("channel_code", json!(""), "channel_code"),
             ("description", json!(7), "description"),
+            (
+                "channel_properties",
+                json!({"account_number": "12ab",
+                                          "account_holder_name": "A"}),
+                "account_number",
+            ),
+            (
+                "channel_properties",
+                json!({"account_number": "12"}),
+                "account_holder_name",
+            ),
         ];
         for (field, value, named) in cases {
             let mut b = good();
@@ -310,9 +525,40 @@ mod tests {
             assert!(e.contains(named), "{field}: {e}");
         }
         let mut b = good();
-        b.as_object_mut().unwrap().remove("external_id");
-        assert!(body(b).unwrap_err().contains("external_id"));
+        b.as_object_mut().unwrap().remove("reference_id");
+        assert!(body(b).unwrap_err().contains("reference_id"));
         assert!(CreateRequest::parse(b"not json").is_err());
+    }
+
+    #[test]
+    fn amounts_are_major_units_read_exactly_per_currency() {
+        let php = |amount: &str| {
+            let text = good()
+                .to_string()
+                .replace("10000", amount)
+                .replace("IDR", "PHP");
+            CreateRequest::parse(text.as_bytes()).map(|r| r.amount_minor)
+        };
+        assert_eq!(php("1.11"), Ok(111)); // Xendit's PHP example
+        assert_eq!(php("123.4"), Ok(12_340));
+        assert!(php("1.005").is_err());
+        assert!(php("1e2").is_err());
+        let d = Disbursement {
+            id: "disb-1".into(),
+            request: body(good()).unwrap(),
+            status: Status::Accepted,
+            failure_code: None,
+            created: Utc::now(),
+            updated: Utc::now(),
+            idempotency_key: "k".into(),
+        };
+        let shown = serde_json::to_string(&d.answer()).unwrap();
+        assert!(shown.contains(r#""amount":10000,"#), "{shown}");
+        let mut php_payout = d.clone();
+        php_payout.request.currency = "PHP".into();
+        php_payout.request.amount_minor = 12_345;
+        let shown = serde_json::to_string(&php_payout.answer()).unwrap();
+        assert!(shown.contains(r#""amount":123.45,"#), "{shown}");
     }
 
     #[test]

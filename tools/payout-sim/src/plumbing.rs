@@ -98,6 +98,21 @@ impl Plumbing {
         url: &str,
         signing: &Signing,
         body: &str,
+        log: impl FnMut(&Delivery),
+    ) -> Option<Delivery> {
+        self.post_callback_with(generation, url, signing, &[], body, log)
+            .await
+    }
+
+    /// [`Plumbing::post_callback`] with `extra` headers on every attempt (the payout
+    /// webhooks' `webhook-id`).
+    pub(crate) async fn post_callback_with(
+        &self,
+        generation: u64,
+        url: &str,
+        signing: &Signing,
+        extra: &[(&'static str, String)],
+        body: &str,
         mut log: impl FnMut(&Delivery),
     ) -> Option<Delivery> {
         let content_type = match signing {
@@ -113,6 +128,9 @@ impl Plumbing {
             let mut request = self.http.post(url);
             for (header, value) in signing.headers(body) {
                 request = request.header(header, value);
+            }
+            for (name, v) in extra {
+                request = request.header(*name, v);
             }
             let sent = request
                 .header("content-type", content_type)

@@ -12,8 +12,8 @@
 use crate::gateway_state::{GatewaySettings, Shared as GatewayShared};
 use crate::model::{CreateRequest, Disbursement, Fault, Status, WebhookFault};
 use crate::plumbing::{ControlError, Plumbing, Signing, GARBAGE_BODY};
-use crate::{SimConfig, CALLBACK_TOKEN_HEADER};
-use chrono::{NaiveDate, Utc};
+use crate::{SimConfig, CALLBACK_TOKEN_HEADER, WEBHOOK_ID_HEADER};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -34,18 +34,26 @@ pub struct Settings {
     pub callback_url: Option<String>,
     /// Sent as `x-callback-token` with every callback.
     pub callback_token: String,
+    /// Whether callbacks carry a `webhook-id` header (Xendit sends one on most
+    /// deliveries; a receiver must dedupe without it too).
+    #[serde(default = "yes")]
+    pub webhook_id: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// How many calls each endpoint of the provider API has served.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestCounts {
-    /// `POST /disbursements`, answered or not.
+    /// `POST /v2/payouts`, answered or not.
     pub create: u64,
-    /// `GET /disbursements?external_id=`.
+    /// `GET /v2/payouts?reference_id=`.
     pub query: u64,
-    /// `GET /disbursements/{id}`.
+    /// `GET /v2/payouts/{id}`.
     pub get: u64,
-    /// `GET /reports/disbursements`.
+    /// `GET /transactions` (pages).
     pub report: u64,
     /// Calls refused 401 (counted in their endpoint too).
     pub unauthorized: u64,
@@ -54,7 +62,8 @@ pub struct RequestCounts {
 /// One attempt at delivering a callback.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallbackAttempt {
-    /// `None` for a garbage callback (it has no event id).
+    /// The `webhook-id` of the delivery (sent as a header unless turned off);
+    /// `None` for a garbage callback.
     pub event_id: Option<String>,
     pub disbursement_id: String,
     pub external_id: String,
@@ -67,7 +76,7 @@ pub struct CallbackAttempt {
     pub delivered: bool,
 }
 
-/// Every disbursement, and how many were created per external id.
+/// Every payout, and how many were created per reference id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Payouts {
     pub disbursements: Vec<Disbursement>,
@@ -157,6 +166,7 @@ impl Sim {
             complete_after_ms: config.complete_after_ms,
             callback_url: config.callback_url.clone(),
             callback_token: config.callback_token.clone(),
+            webhook_id: true,
         };
         Sim {
             inner: Arc::new(Inner {
@@ -224,7 +234,7 @@ impl Sim {
         let mut s = self.lock();
         let fault = s
             .faults
-            .get_mut(&request.external_id)
+            .get_mut(&request.reference_id)
             .and_then(VecDeque::pop_front);
         match &fault {
             Some(Fault::Error5xxBeforeAccept { status }) => {
@@ -238,7 +248,7 @@ impl Sim {
                 return CreateVerdict::Refused {
                     status: 400,
                     body: json!({"error_code": "INSUFFICIENT_BALANCE",
-                                 "message": "the balance cannot cover this disbursement"}),
+                                 "message": "the balance cannot cover this payout"}),
                 }
             }
             _ => {}
@@ -247,9 +257,9 @@ impl Sim {
             let existing = &s.records[i].d;
             if existing.request != request {
                 return CreateVerdict::Refused {
-                    status: 400,
-                    body: json!({"error_code": "DUPLICATE_TRANSACTION_ERROR",
-                                 "message": "this X-IDEMPOTENCY-KEY was used with a different request"}),
+                    status: 409,
+                    body: json!({"error_code": "DUPLICATE_ERROR",
+                                 "message": "this Idempotency-key was used with a different request"}),
                 };
             }
             return CreateVerdict::Accepted {
@@ -263,7 +273,7 @@ impl Sim {
         let d = Disbursement {
             id: format!("disb-{n}"),
             request,
-            status: Status::Pending,
+            status: Status::Accepted,
             failure_code: None,
             created: now,
             updated: now,
@@ -284,6 +294,7 @@ impl Sim {
                     })
                 }
                 Some(Fault::GarbageWebhook) => Some(WebhookFault::Garbage),
+                Some(Fault::ReversedAfterSucceeded) => Some(WebhookFault::Reversed),
                 _ => None,
             },
         };
@@ -292,7 +303,7 @@ impl Sim {
         s.by_id.insert(d.id.clone(), i);
         s.by_key.insert(key.to_owned(), i);
         s.by_external_id
-            .entry(d.request.external_id.clone())
+            .entry(d.request.reference_id.clone())
             .or_default()
             .push(i);
         CreateVerdict::Accepted {
@@ -316,14 +327,27 @@ impl Sim {
         s.by_id.get(id).map(|&i| s.records[i].d.clone())
     }
 
-    /// Every disbursement created on `date` (UTC), in creation order.
-    pub fn report(&self, date: NaiveDate) -> Vec<Disbursement> {
-        self.lock()
+    /// The payouts created in `[from, to)`, in creation order, after the one whose
+    /// transaction id is `after` (the Transactions API's cursor), at most `limit`;
+    /// and whether more follow.
+    pub fn transactions(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> (Vec<Disbursement>, bool) {
+        let s = self.lock();
+        let mut matching = s
             .records
             .iter()
-            .filter(|r| r.d.created.date_naive() == date)
-            .map(|r| r.d.clone())
-            .collect()
+            .map(|r| &r.d)
+            .filter(|d| d.created >= from && d.created < to)
+            .skip_while(|d| after.is_some_and(|a| format!("txn_{}", d.id) != a))
+            .skip(usize::from(after.is_some()));
+        let page: Vec<Disbursement> = matching.by_ref().take(limit).cloned().collect();
+        let more = matching.next().is_some();
+        (page, more)
     }
 
     /// Queues `fault` for the next create request of `external_id` not yet given one.
@@ -344,7 +368,7 @@ impl Sim {
         let s = self.lock();
         let mut per = BTreeMap::new();
         for r in &s.records {
-            *per.entry(r.d.request.external_id.clone()).or_insert(0) += 1;
+            *per.entry(r.d.request.reference_id.clone()).or_insert(0) += 1;
         }
         Payouts {
             disbursements: s.records.iter().map(|r| r.d.clone()).collect(),
@@ -400,6 +424,11 @@ impl Sim {
         Ok(())
     }
 
+    /// Whether callbacks carry the `webhook-id` header.
+    pub fn set_webhook_id(&self, send: bool) {
+        self.lock().settings.webhook_id = send;
+    }
+
     /// Forgets every disbursement, key, fault, count and callback (the gateway's
     /// payments, refunds, faults and callbacks too), and returns to the configured
     /// settings; pending settlements and deliveries are dropped.
@@ -431,7 +460,36 @@ impl Sim {
         )
     }
 
-    /// Settles disbursement `i` to `status` and plans its callbacks (per its webhook
+    /// A callback reporting `status` of payout `i` under a new webhook id.
+    fn callback(
+        &self,
+        d: &Disbursement,
+        status: Status,
+        failure_code: Option<&str>,
+        updated: chrono::DateTime<Utc>,
+    ) -> Callback {
+        Callback::Event {
+            body: d.event(status, failure_code, updated),
+            webhook_id: self.event_id(),
+            status,
+        }
+    }
+
+    /// Moves payout `i` to `status` (at `at`).
+    fn set_status(
+        s: &mut SimState,
+        i: usize,
+        status: Status,
+        code: Option<String>,
+        at: DateTime<Utc>,
+    ) {
+        let d = &mut s.records[i].d;
+        d.status = status;
+        d.failure_code = code;
+        d.updated = at;
+    }
+
+    /// Settles payout `i` to `status` and plans its callbacks (per its webhook
     /// fault, taken here). `None` when there is nothing to deliver.
     fn settle_locked(
         &self,
@@ -441,46 +499,42 @@ impl Sim {
         failure_code: Option<String>,
     ) -> Option<Plan> {
         let now = Utc::now();
-        let record = &mut s.records[i];
-        let stale_updated = record.d.updated;
-        record.d.status = status;
-        record.d.failure_code = failure_code.clone();
-        record.d.updated = now;
-        let webhook = record.webhook.take();
-        let first = record
-            .d
-            .event(self.event_id(), status, failure_code.as_deref(), now);
+        let stale_updated = s.records[i].d.updated;
+        Self::set_status(s, i, status, failure_code.clone(), now);
+        let webhook = s.records[i].webhook.take();
+        let first = self.callback(&s.records[i].d, status, failure_code.as_deref(), now);
+        let later = now + chrono::Duration::milliseconds(1);
         let mut items = Vec::new();
         match webhook {
-            None => items.push(Callback::Event(first)),
+            None => items.push(first),
             Some(WebhookFault::Duplicate) => {
-                items.push(Callback::Event(first.clone()));
-                items.push(Callback::Event(first));
+                items.push(first.clone());
+                items.push(first);
             }
             Some(WebhookFault::OutOfOrder) => {
-                items.push(Callback::Event(first));
-                let stale = record
-                    .d
-                    .event(self.event_id(), Status::Pending, None, stale_updated);
-                items.push(Callback::Event(stale));
+                items.push(first);
+                let d = &s.records[i].d;
+                items.push(self.callback(d, Status::Accepted, None, stale_updated));
             }
             Some(WebhookFault::FailedAfterCompleted { failure_code }) => {
-                items.push(Callback::Event(first));
-                if status == Status::Completed {
-                    let later = now + chrono::Duration::milliseconds(1);
-                    record.d.status = Status::Failed;
-                    record.d.failure_code = Some(failure_code.clone());
-                    record.d.updated = later;
-                    let failed =
-                        record
-                            .d
-                            .event(self.event_id(), Status::Failed, Some(&failure_code), later);
-                    items.push(Callback::Event(failed));
+                items.push(first);
+                if status == Status::Succeeded {
+                    Self::set_status(s, i, Status::Failed, Some(failure_code.clone()), later);
+                    let d = &s.records[i].d;
+                    items.push(self.callback(d, Status::Failed, Some(&failure_code), later));
+                }
+            }
+            Some(WebhookFault::Reversed) => {
+                items.push(first);
+                if status == Status::Succeeded {
+                    Self::set_status(s, i, Status::Reversed, None, later);
+                    let d = &s.records[i].d;
+                    items.push(self.callback(d, Status::Reversed, None, later));
                 }
             }
             Some(WebhookFault::Garbage) => {
                 items.push(Callback::Garbage);
-                items.push(Callback::Event(first));
+                items.push(first);
             }
         }
         let url = s.settings.callback_url.clone()?;
@@ -488,26 +542,27 @@ impl Sim {
         Some(Plan {
             url,
             token: s.settings.callback_token.clone(),
+            webhook_id: s.settings.webhook_id,
             disbursement_id: d.id.clone(),
-            external_id: d.request.external_id.clone(),
+            external_id: d.request.reference_id.clone(),
             items,
         })
     }
 
-    /// The automatic settlement of disbursement `id` (COMPLETED, or FAILED when
-    /// scripted), if it is still PENDING and no reset came in between.
+    /// The automatic settlement of payout `id` (SUCCEEDED, or FAILED when
+    /// scripted), if it is still ACCEPTED and no reset came in between.
     fn settle_auto(&self, generation: u64, id: &str) -> Option<Plan> {
         let mut s = self.lock();
         if self.generation() != generation {
             return None;
         }
         let i = *s.by_id.get(id)?;
-        if s.records[i].d.status != Status::Pending {
+        if s.records[i].d.status != Status::Accepted {
             return None;
         }
         let (status, code) = match s.records[i].fail_with.clone() {
             Some(code) => (Status::Failed, Some(code)),
-            None => (Status::Completed, None),
+            None => (Status::Succeeded, None),
         };
         self.settle_locked(&mut s, i, status, code)
     }
@@ -593,7 +648,12 @@ impl Sim {
 /// One callback to deliver.
 #[derive(Debug, Clone)]
 pub(crate) enum Callback {
-    Event(Value),
+    /// A webhook envelope (JSON text) and its `webhook-id`.
+    Event {
+        body: String,
+        webhook_id: String,
+        status: Status,
+    },
     /// A body that is not JSON.
     Garbage,
 }
@@ -603,6 +663,8 @@ pub(crate) enum Callback {
 pub(crate) struct Plan {
     pub url: String,
     pub token: String,
+    /// Send the `webhook-id` header.
+    pub webhook_id: bool,
     pub disbursement_id: String,
     pub external_id: String,
     pub items: Vec<Callback>,
@@ -617,19 +679,23 @@ pub(crate) async fn deliver(sim: &Sim, generation: u64, plan: Plan) {
 
 async fn deliver_one(sim: &Sim, generation: u64, plan: &Plan, item: &Callback) {
     let (body, event_id, status) = match item {
-        Callback::Event(v) => (
-            v.to_string(),
-            v["event_id"].as_str().map(str::to_owned),
-            serde_json::from_value(v["status"].clone()).ok(),
-        ),
+        Callback::Event {
+            body,
+            webhook_id,
+            status,
+        } => (body.clone(), Some(webhook_id.clone()), Some(*status)),
         Callback::Garbage => (GARBAGE_BODY.to_owned(), None, None),
     };
     let signing = Signing::Token {
         header: CALLBACK_TOKEN_HEADER,
         token: plan.token.clone(),
     };
+    let extra: Vec<(&'static str, String)> = match &event_id {
+        Some(id) if plan.webhook_id => vec![(WEBHOOK_ID_HEADER, id.clone())],
+        _ => vec![],
+    };
     sim.plumbing()
-        .post_callback(generation, &plan.url, &signing, &body, |d| {
+        .post_callback_with(generation, &plan.url, &signing, &extra, &body, |d| {
             sim.log_callback(CallbackAttempt {
                 event_id: event_id.clone(),
                 disbursement_id: plan.disbursement_id.clone(),

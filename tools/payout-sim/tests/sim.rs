@@ -1,19 +1,21 @@
-//! The simulator driven over HTTP, as the payout adapter drives it: idempotent
-//! creates, queries, the daily report, callbacks with their token, and every fault.
+//! The simulator driven over HTTP in Xendit's Payouts API shape, as the payout
+//! adapter drives it: idempotent creates, look-ups by reference, the transactions
+//! listing, webhooks with their token and webhook id, and every fault.
 
-use payout_sim::{spawn, SimConfig, SimHandle, CALLBACK_TOKEN_HEADER};
+use payout_sim::{spawn, SimConfig, SimHandle, CALLBACK_TOKEN_HEADER, WEBHOOK_ID_HEADER};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const SECRET: &str = "sk-test";
+const SECRET: &str = "xnd_development_sim_test";
 const TOKEN: &str = "cb-token";
 
-/// A callback received: its token header and its raw body.
+/// A callback received: its token and webhook-id headers and its raw body.
 #[derive(Debug, Clone)]
 struct Received {
     token: Option<String>,
+    webhook_id: Option<String>,
     body: String,
 }
 
@@ -37,11 +39,19 @@ impl Receiver {
             "/callbacks",
             axum::routing::post(
                 move |headers: axum::http::HeaderMap, body: String| async move {
-                    let token = headers
-                        .get(CALLBACK_TOKEN_HEADER)
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_owned);
-                    me.got.lock().unwrap().push(Received { token, body });
+                    let header = |name: &str| {
+                        headers
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned)
+                    };
+                    let token = header(CALLBACK_TOKEN_HEADER);
+                    let webhook_id = header(WEBHOOK_ID_HEADER);
+                    me.got.lock().unwrap().push(Received {
+                        token,
+                        webhook_id,
+                        body,
+                    });
                     let status = me.answers.lock().unwrap().pop_front().unwrap_or(200);
                     axum::http::StatusCode::from_u16(status).unwrap()
                 },
@@ -94,10 +104,11 @@ async fn harness() -> Harness {
     }
 }
 
-fn body(external_id: &str, amount: i64) -> Value {
-    json!({"external_id": external_id, "amount": amount, "currency": "IDR",
-           "bank_code": "BCA", "account_holder_name": "Ani",
-           "account_number": "1234567890", "description": "payout"})
+fn body(reference_id: &str, amount: i64) -> Value {
+    json!({"reference_id": reference_id, "channel_code": "ID_BCA",
+           "channel_properties": {"account_number": "1234567890",
+                                  "account_holder_name": "Ani"},
+           "amount": amount, "description": "payout", "currency": "IDR"})
 }
 
 impl Harness {
@@ -107,9 +118,9 @@ impl Harness {
 
     async fn create_with(&self, key: &str, body: &Value) -> reqwest::Response {
         self.http
-            .post(self.url("/disbursements"))
+            .post(self.url("/v2/payouts"))
             .basic_auth(SECRET, None::<&str>)
-            .header("X-IDEMPOTENCY-KEY", key)
+            .header("Idempotency-key", key)
             .json(body)
             .send()
             .await
@@ -150,7 +161,7 @@ impl Harness {
 
     async fn fault(&self, external_id: &str, fault: Value) {
         let mut f = fault;
-        f["external_id"] = json!(external_id);
+        f["reference_id"] = json!(external_id);
         self.control("faults", json!({ "faults": [f] })).await;
     }
 
@@ -167,7 +178,12 @@ impl Harness {
         self.receiver
             .got()
             .iter()
-            .map(|r| r.json()["status"].as_str().unwrap_or("garbage").to_owned())
+            .map(|r| {
+                r.json()["data"]["status"]
+                    .as_str()
+                    .unwrap_or("garbage")
+                    .to_owned()
+            })
             .collect()
     }
 }
@@ -182,17 +198,19 @@ async fn a_create_retried_with_the_same_key_returns_the_same_payout_and_creates_
     let (status, first) = h.create("po-1").await;
     assert_eq!(status, 200, "{first}");
     let first = json_of(&first);
-    assert_eq!(first["status"], "PENDING");
+    assert_eq!(first["status"], "ACCEPTED");
     assert_eq!(first["amount"], 150_000);
+    assert_eq!(first["reference_id"], "po-1");
+    assert_eq!(first["channel_properties"]["account_holder_name"], "Ani");
     let (status, again) = h.create("po-1").await;
     assert_eq!(status, 200);
     assert_eq!(json_of(&again)["id"], first["id"]);
     assert_eq!(h.payouts_of("po-1").await, 1);
     // The same key with another body is refused, and still creates nothing.
     let r = h.create_with("po-1", &body("po-1", 999)).await;
-    assert_eq!(r.status(), 400);
+    assert_eq!(r.status(), 409);
     let e: Value = r.json().await.unwrap();
-    assert_eq!(e["error_code"], "DUPLICATE_TRANSACTION_ERROR");
+    assert_eq!(e["error_code"], "DUPLICATE_ERROR");
     assert_eq!(h.payouts_of("po-1").await, 1);
     let (_, counts) = h.get("/control/requests").await;
     assert_eq!(counts["create"], 3);
@@ -203,9 +221,9 @@ async fn bad_credentials_a_missing_key_and_bad_fields_are_refused() {
     let h = harness().await;
     let r = h
         .http
-        .post(h.url("/disbursements"))
+        .post(h.url("/v2/payouts"))
         .basic_auth("wrong", None::<&str>)
-        .header("X-IDEMPOTENCY-KEY", "k")
+        .header("Idempotency-key", "k")
         .json(&body("po-1", 1))
         .send()
         .await
@@ -213,7 +231,7 @@ async fn bad_credentials_a_missing_key_and_bad_fields_are_refused() {
     assert_eq!(r.status(), 401);
     let r = h
         .http
-        .post(h.url("/disbursements"))
+        .post(h.url("/v2/payouts"))
         .basic_auth(SECRET, None::<&str>)
         .json(&body("po-1", 1))
         .send()
@@ -233,26 +251,20 @@ async fn bad_credentials_a_missing_key_and_bad_fields_are_refused() {
 }
 
 #[tokio::test]
-async fn a_payout_is_found_by_external_id_and_by_id_and_absent_ones_are_404() {
+async fn a_payout_is_found_by_reference_and_by_id_and_an_unknown_reference_lists_none() {
     let h = harness().await;
-    let (status, e) = h.get("/disbursements?external_id=nope").await;
-    assert_eq!(
-        (status, e["error_code"].as_str()),
-        (404, Some("DIRECT_DISBURSEMENT_NOT_FOUND_ERROR"))
-    );
+    let (status, none) = h.get("/v2/payouts?reference_id=nope").await;
+    assert_eq!((status, none), (200, json!([])));
     let created = json_of(&h.create("po-2").await.1);
-    let (status, list) = h.get("/disbursements?external_id=po-2").await;
+    let (status, list) = h.get("/v2/payouts?reference_id=po-2").await;
     assert_eq!(status, 200);
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(list[0]["id"], created["id"]);
     let (status, one) = h
-        .get(&format!(
-            "/disbursements/{}",
-            created["id"].as_str().unwrap()
-        ))
+        .get(&format!("/v2/payouts/{}", created["id"].as_str().unwrap()))
         .await;
-    assert_eq!((status, &one["external_id"]), (200, &json!("po-2")));
-    assert_eq!(h.get("/disbursements/disb-999999").await.0, 404);
+    assert_eq!((status, &one["reference_id"]), (200, &json!("po-2")));
+    assert_eq!(h.get("/v2/payouts/disb-999999").await.0, 404);
 }
 
 #[tokio::test]
@@ -261,14 +273,18 @@ async fn a_payout_completes_and_its_callback_carries_the_token() {
     h.create("po-3").await;
     let got = h.receiver.wait_for(1).await;
     assert_eq!(got[0].token.as_deref(), Some(TOKEN));
+    assert!(got[0].webhook_id.as_deref().unwrap().starts_with("evt-"));
     let event = got[0].json();
-    assert_eq!(event["status"], "COMPLETED");
-    assert_eq!(event["external_id"], "po-3");
-    assert_eq!(event["amount"], 150_000);
-    assert!(event["event_id"].as_str().unwrap().starts_with("evt-"));
-    assert_eq!(event["failure_code"], Value::Null);
-    let (_, list) = h.get("/disbursements?external_id=po-3").await;
-    assert_eq!(list[0]["status"], "COMPLETED");
+    assert_eq!(event["event"], "payout.succeeded");
+    assert_eq!(event["business_id"], payout_sim::BUSINESS_ID);
+    let data = &event["data"];
+    assert_eq!(data["status"], "SUCCEEDED");
+    assert_eq!(data["reference_id"], "po-3");
+    assert_eq!(data["amount"], 150_000);
+    assert_eq!(data["channel_code"], "ID_BCA");
+    assert_eq!(data.get("failure_code"), None);
+    let (_, list) = h.get("/v2/payouts?reference_id=po-3").await;
+    assert_eq!(list[0]["status"], "SUCCEEDED");
 }
 
 #[tokio::test]
@@ -277,7 +293,7 @@ async fn a_callback_answered_500_is_retried_until_delivered() {
     h.receiver.answers.lock().unwrap().extend([500, 503]);
     h.create("po-4").await;
     let got = h.receiver.wait_for(3).await;
-    assert_eq!(got[0].json()["event_id"], got[2].json()["event_id"]);
+    assert_eq!(got[0].webhook_id, got[2].webhook_id);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(h.receiver.got().len(), 3, "no delivery after the 2xx");
     let (_, attempts) = h.get("/control/callbacks").await;
@@ -291,26 +307,47 @@ async fn a_callback_answered_500_is_retried_until_delivered() {
 }
 
 #[tokio::test]
-async fn the_daily_report_lists_the_payouts_created_that_day() {
+async fn the_transactions_listing_pages_the_payouts_created_that_day() {
     let h = harness().await;
-    h.create("po-5").await;
-    h.create("po-6").await;
+    for r in ["po-5", "po-6", "po-7"] {
+        h.create(r).await;
+    }
     let (_, payouts) = h.get("/control/payouts").await;
     let created = payouts["disbursements"][0]["created"].as_str().unwrap();
     let day = &created[..10];
-    let (status, rows) = h.get(&format!("/reports/disbursements?date={day}")).await;
-    assert_eq!(status, 200);
-    let ids: Vec<&str> = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["external_id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, vec!["po-5", "po-6"]);
-    assert_eq!(rows[0]["amount"], 150_000);
-    let (_, none) = h.get("/reports/disbursements?date=2001-01-01").await;
-    assert_eq!(none, json!([]));
-    assert_eq!(h.get("/reports/disbursements?date=yesterday").await.0, 400);
+    let window = format!(
+        "types=DISBURSEMENT&created[gte]={day}T00:00:00.000Z&created[lt]=2999-01-01T00:00:00.000Z"
+    );
+    let (status, page) = h.get(&format!("/transactions?{window}&limit=2")).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["has_more"], true);
+    let refs = |page: &Value| -> Vec<String> {
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["reference_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(refs(&page), ["po-5", "po-6"]);
+    let first = &page["data"][0];
+    assert_eq!(first["type"], "DISBURSEMENT");
+    assert_eq!(first["amount"], 150_000);
+    assert_eq!(first["cashflow"], "MONEY_OUT");
+    assert!(first["product_id"].as_str().unwrap().starts_with("disb-"));
+    let last = page["data"][1]["id"].as_str().unwrap();
+    let (_, next) = h
+        .get(&format!("/transactions?{window}&limit=2&after_id={last}"))
+        .await;
+    assert_eq!(
+        (refs(&next), &next["has_more"]),
+        (vec!["po-7".to_owned()], &json!(false))
+    );
+    let (_, none) = h
+        .get("/transactions?created[gte]=2001-01-01T00:00:00Z&created[lt]=2001-01-02T00:00:00Z")
+        .await;
+    assert_eq!(none["data"], json!([]));
+    assert_eq!(h.get("/transactions?created[gte]=yesterday").await.0, 400);
 }
 
 #[tokio::test]
@@ -323,9 +360,9 @@ async fn accept_then_timeout_creates_the_payout_and_a_retry_finds_it() {
     .await;
     let r = h
         .http
-        .post(h.url("/disbursements"))
+        .post(h.url("/v2/payouts"))
         .basic_auth(SECRET, None::<&str>)
-        .header("X-IDEMPOTENCY-KEY", "po-7")
+        .header("Idempotency-key", "po-7")
         .json(&body("po-7", 150_000))
         .timeout(Duration::from_millis(300))
         .send()
@@ -334,12 +371,12 @@ async fn accept_then_timeout_creates_the_payout_and_a_retry_finds_it() {
     // The money moved anyway: the payout exists and completes.
     assert_eq!(h.payouts_of("po-7").await, 1);
     assert_eq!(
-        h.receiver.wait_for(1).await[0].json()["status"],
-        "COMPLETED"
+        h.receiver.wait_for(1).await[0].json()["data"]["status"],
+        "SUCCEEDED"
     );
     let (status, again) = h.create("po-7").await;
     assert_eq!(status, 200);
-    assert_eq!(json_of(&again)["status"], "COMPLETED");
+    assert_eq!(json_of(&again)["status"], "SUCCEEDED");
     assert_eq!(h.payouts_of("po-7").await, 1);
 }
 
@@ -386,11 +423,12 @@ async fn fail_settles_the_payout_failed_with_its_code() {
     .await;
     assert_eq!(h.create("po-11").await.0, 200);
     let event = h.receiver.wait_for(1).await[0].json();
+    assert_eq!(event["event"], "payout.failed");
     assert_eq!(
-        (&event["status"], &event["failure_code"]),
+        (&event["data"]["status"], &event["data"]["failure_code"]),
         (&json!("FAILED"), &json!("INVALID_DESTINATION"))
     );
-    let (_, list) = h.get("/disbursements?external_id=po-11").await;
+    let (_, list) = h.get("/v2/payouts?reference_id=po-11").await;
     assert_eq!(list[0]["failure_code"], "INVALID_DESTINATION");
 }
 
@@ -415,9 +453,9 @@ async fn slow_success_settles_even_when_the_caller_hangs_up() {
         .build()
         .unwrap();
     let hung_up = impatient
-        .post(h.url("/disbursements"))
+        .post(h.url("/v2/payouts"))
         .basic_auth(SECRET, None::<&str>)
-        .header("X-IDEMPOTENCY-KEY", "po-19")
+        .header("Idempotency-key", "po-19")
         .json(&body("po-19", 150_000))
         .send()
         .await;
@@ -425,11 +463,11 @@ async fn slow_success_settles_even_when_the_caller_hangs_up() {
     // As a real provider would, the simulator completes the payout all the same.
     let event = h.receiver.wait_for(1).await[0].json();
     assert_eq!(
-        (&event["external_id"], &event["status"]),
-        (&json!("po-19"), &json!("COMPLETED"))
+        (&event["data"]["reference_id"], &event["data"]["status"]),
+        (&json!("po-19"), &json!("SUCCEEDED"))
     );
-    let (_, list) = h.get("/disbursements?external_id=po-19").await;
-    assert_eq!(list[0]["status"], "COMPLETED", "{list}");
+    let (_, list) = h.get("/v2/payouts?reference_id=po-19").await;
+    assert_eq!(list[0]["status"], "SUCCEEDED", "{list}");
 }
 
 #[tokio::test]
@@ -441,10 +479,10 @@ async fn webhook_before_response_delivers_the_callback_before_the_answer() {
         .await;
     let (status, text) = h.create("po-13").await;
     assert_eq!(status, 200);
-    assert_eq!(json_of(&text)["status"], "PENDING");
+    assert_eq!(json_of(&text)["status"], "ACCEPTED");
     let got = h.receiver.got();
     assert_eq!(got.len(), 1, "the callback came first");
-    assert_eq!(got[0].json()["status"], "COMPLETED");
+    assert_eq!(got[0].json()["data"]["status"], "SUCCEEDED");
 }
 
 #[tokio::test]
@@ -454,20 +492,21 @@ async fn duplicate_webhook_sends_the_same_event_twice() {
     h.create("po-14").await;
     let got = h.receiver.wait_for(2).await;
     assert_eq!(got[0].body, got[1].body);
-    assert_eq!(h.statuses(), vec!["COMPLETED", "COMPLETED"]);
+    assert_eq!(got[0].webhook_id, got[1].webhook_id);
+    assert_eq!(h.statuses(), vec!["SUCCEEDED", "SUCCEEDED"]);
 }
 
 #[tokio::test]
-async fn out_of_order_webhooks_send_completed_then_a_stale_pending() {
+async fn out_of_order_webhooks_send_succeeded_then_a_stale_accepted() {
     let h = harness().await;
     h.fault("po-15", json!({"kind": "out_of_order_webhooks"}))
         .await;
     h.create("po-15").await;
     let got = h.receiver.wait_for(2).await;
-    assert_eq!(h.statuses(), vec!["COMPLETED", "PENDING"]);
-    assert_ne!(got[0].json()["event_id"], got[1].json()["event_id"]);
-    let (_, list) = h.get("/disbursements?external_id=po-15").await;
-    assert_eq!(list[0]["status"], "COMPLETED");
+    assert_eq!(h.statuses(), vec!["SUCCEEDED", "ACCEPTED"]);
+    assert_ne!(got[0].webhook_id, got[1].webhook_id);
+    let (_, list) = h.get("/v2/payouts?reference_id=po-15").await;
+    assert_eq!(list[0]["status"], "SUCCEEDED");
 }
 
 #[tokio::test]
@@ -477,10 +516,65 @@ async fn failed_after_completed_contradicts_the_completed_callback() {
         .await;
     h.create("po-16").await;
     let got = h.receiver.wait_for(2).await;
-    assert_eq!(h.statuses(), vec!["COMPLETED", "FAILED"]);
-    assert_eq!(got[1].json()["failure_code"], "INVALID_DESTINATION");
-    let (_, list) = h.get("/disbursements?external_id=po-16").await;
+    assert_eq!(h.statuses(), vec!["SUCCEEDED", "FAILED"]);
+    assert_eq!(got[1].json()["data"]["failure_code"], "INVALID_DESTINATION");
+    let (_, list) = h.get("/v2/payouts?reference_id=po-16").await;
     assert_eq!(list[0]["status"], "FAILED");
+}
+
+#[tokio::test]
+async fn reversed_after_succeeded_sends_payout_reversed_and_lists_it_reversed() {
+    let h = harness().await;
+    h.fault("po-20", json!({"kind": "reversed_after_succeeded"}))
+        .await;
+    h.create("po-20").await;
+    let got = h.receiver.wait_for(2).await;
+    assert_eq!(h.statuses(), vec!["SUCCEEDED", "REVERSED"]);
+    assert_eq!(got[1].json()["event"], "payout.reversed");
+    let (_, list) = h.get("/v2/payouts?reference_id=po-20").await;
+    assert_eq!(list[0]["status"], "REVERSED");
+    let (_, page) = h.get("/transactions?types=DISBURSEMENT").await;
+    assert_eq!(page["data"][0]["status"], "REVERSED");
+}
+
+#[tokio::test]
+async fn webhooks_go_without_a_webhook_id_when_turned_off() {
+    let h = harness().await;
+    h.control("settings", json!({"webhook_id": false})).await;
+    h.create("po-21").await;
+    let got = h.receiver.wait_for(1).await;
+    assert_eq!(got[0].webhook_id, None);
+    assert_eq!(got[0].token.as_deref(), Some(TOKEN));
+}
+
+#[tokio::test]
+async fn amounts_are_major_units_exactly_per_currency() {
+    let h = harness().await;
+    let mut php = body("po-22", 0);
+    php["currency"] = json!("PHP");
+    php["amount"] = json!(1.11);
+    let r = h.create_with("po-22", &php).await;
+    assert_eq!(r.status(), 200);
+    let answered: Value = r.json().await.unwrap();
+    assert_eq!(answered["amount"], json!(1.11));
+    let (_, payouts) = h.get("/control/payouts").await;
+    assert_eq!(payouts["disbursements"][0]["amount_minor"], 111);
+    let mut idr_fraction = body("po-23", 0);
+    idr_fraction["amount"] = json!(100.5);
+    let r = h.create_with("po-23", &idr_fraction).await;
+    assert_eq!(r.status(), 400);
+    let raw = r#"{"reference_id":"po-24","channel_code":"PH_GCASH","channel_properties":{"account_number":"0917","account_holder_name":"A"},"amount":1.005,"description":"d","currency":"PHP"}"#;
+    let r = h
+        .http
+        .post(h.url("/v2/payouts"))
+        .basic_auth(SECRET, None::<&str>)
+        .header("Idempotency-key", "po-24")
+        .header("content-type", "application/json")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "three decimals of PHP are refused");
 }
 
 #[tokio::test]
@@ -500,7 +594,7 @@ async fn garbage_webhook_sends_a_non_json_callback_before_the_real_one() {
     h.create("po-18").await;
     let got = h.receiver.wait_for(2).await;
     assert!(serde_json::from_str::<Value>(&got[0].body).is_err());
-    assert_eq!(got[1].json()["status"], "COMPLETED");
+    assert_eq!(got[1].json()["data"]["status"], "SUCCEEDED");
 }
 
 #[tokio::test]
@@ -514,14 +608,14 @@ async fn a_payout_is_settled_by_hand_and_a_reset_forgets_everything() {
     let d = h
         .control(
             "complete",
-            json!({"external_id": "po-19", "status": "FAILED", "failure_code": "BANK_CLOSED"}),
+            json!({"reference_id": "po-19", "status": "FAILED", "failure_code": "BANK_CLOSED"}),
         )
         .await;
     assert_eq!(d["status"], "FAILED");
     let event = h.receiver.wait_for(1).await[0].json();
-    assert_eq!(event["failure_code"], "BANK_CLOSED");
+    assert_eq!(event["data"]["failure_code"], "BANK_CLOSED");
     h.control("reset", json!({})).await;
-    assert_eq!(h.get("/disbursements?external_id=po-19").await.0, 404);
+    assert_eq!(h.get("/v2/payouts?reference_id=po-19").await.1, json!([]));
     let (_, counts) = h.get("/control/requests").await;
     assert_eq!(counts["create"], 0);
     let (_, settings) = h.get("/control/settings").await;
@@ -543,7 +637,12 @@ async fn a_thousand_concurrent_payouts_each_complete_once_with_one_callback() {
     let got = h.receiver.wait_for(1_000).await;
     let mut events: Vec<String> = got
         .iter()
-        .map(|r| r.json()["external_id"].as_str().unwrap().to_owned())
+        .map(|r| {
+            r.json()["data"]["reference_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
     events.sort();
     events.dedup();
