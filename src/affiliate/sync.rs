@@ -32,6 +32,9 @@ use super::platform::{
     FetchError, HttpPlatformAdapter, MalformedOrder, PageRequest, PlatformAdapter, Window,
     PAGE_SIZE_DEFAULT, REQUEST_TIMEOUT_MS_DEFAULT,
 };
+use super::platforms::config::{self, Protocol, Source};
+use super::platforms::shopee::ShopeeAdapter;
+use super::platforms::tiktok::TikTokAdapter;
 use super::{IngestError, IngestResult, OrderIngestor};
 use crate::infra::db::{now_ms, Db, Get, Tx};
 use crate::infra::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
@@ -258,12 +261,15 @@ pub fn url_env_var(platform: Platform) -> String {
     format!("FACTLEDGER_PLATFORM_{}_URL", platform.as_str())
 }
 
-/// Which pairs this deployment syncs, and where each platform's API is.
+/// Which pairs this deployment syncs, where each platform's API is, and which
+/// adapter (with its credentials) speaks to it.
 #[derive(Debug, Clone, Default)]
 pub struct SyncConfig {
     pub urls: BTreeMap<Platform, String>,
     pub pairs: Vec<SyncPair>,
     pub request_timeout_ms: u64,
+    /// The adapter of each synced platform (see `platforms::config`).
+    pub protocols: BTreeMap<Platform, Protocol>,
 }
 
 impl SyncConfig {
@@ -273,6 +279,19 @@ impl SyncConfig {
     pub fn parse(
         platform_countries: &str,
         env: impl Fn(&str) -> Option<String>,
+    ) -> Result<SyncConfig, SyncError> {
+        Self::parse_with_files(platform_countries, env, |path| {
+            std::fs::read_to_string(path).map_err(|e| e.to_string())
+        })
+    }
+
+    /// [`SyncConfig::parse`], reading `*_FILE` secrets with `read_file`. Every synced
+    /// platform's credentials are checked here (a missing or malformed one is refused,
+    /// naming its variable), so `serve` refuses to start rather than fail each round.
+    pub fn parse_with_files(
+        platform_countries: &str,
+        env: impl Fn(&str) -> Option<String>,
+        read_file: impl Fn(&str) -> Result<String, String>,
     ) -> Result<SyncConfig, SyncError> {
         let urls: BTreeMap<Platform, String> = Platform::ALL
             .into_iter()
@@ -318,10 +337,28 @@ impl SyncConfig {
                 pairs.len()
             )));
         }
+        let source = Source {
+            env: &env,
+            read_file: &read_file,
+        };
+        let mut protocols = BTreeMap::new();
+        for (platform, url) in &urls {
+            let countries: Vec<CountryCode> = pairs
+                .iter()
+                .filter(|p| p.platform == *platform)
+                .map(|p| p.country)
+                .collect();
+            if !countries.is_empty() {
+                let protocol = config::protocol(*platform, url, &countries, &source)
+                    .map_err(SyncError::Config)?;
+                protocols.insert(*platform, protocol);
+            }
+        }
         Ok(SyncConfig {
             urls,
             pairs: pairs.into_iter().collect(),
             request_timeout_ms: REQUEST_TIMEOUT_MS_DEFAULT,
+            protocols,
         })
     }
 
@@ -341,10 +378,7 @@ impl SyncConfig {
             .urls
             .iter()
             .filter(|(p, _)| self.pairs.iter().any(|pair| pair.platform == **p))
-            .map(|(p, url)| {
-                HttpPlatformAdapter::new(*p, url, self.request_timeout_ms)
-                    .map(|a| Arc::new(a) as Arc<dyn PlatformAdapter>)
-            })
+            .map(|(p, url)| self.adapter(*p, url))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(SyncHandler::new(
             db,
@@ -353,6 +387,26 @@ impl SyncConfig {
             ingestor,
             settings,
         ))
+    }
+}
+
+impl SyncConfig {
+    /// The adapter `platform` speaks (the generic one when no protocol was read).
+    fn adapter(
+        &self,
+        platform: Platform,
+        url: &str,
+    ) -> Result<Arc<dyn PlatformAdapter>, FetchError> {
+        let timeout_ms = self.request_timeout_ms;
+        Ok(match self.protocols.get(&platform) {
+            Some(Protocol::TikTok(c)) => Arc::new(TikTokAdapter::new(url, c.clone(), timeout_ms)?),
+            Some(Protocol::Shopee(accounts)) => {
+                Arc::new(ShopeeAdapter::new(accounts.clone(), timeout_ms)?)
+            }
+            Some(Protocol::Generic) | None => {
+                Arc::new(HttpPlatformAdapter::new(platform, url, timeout_ms)?)
+            }
+        })
     }
 }
 
@@ -654,10 +708,13 @@ impl SyncHandler {
         };
         // Outside any transaction (R-INV-6); a failure leaves the checkpoint where
         // it was, so the retry asks for this very page again.
-        let page = adapter
-            .fetch_page(&request)
-            .await
-            .map_err(|e| JobFailure::new(format!("{at}: {e}")))?;
+        let page = adapter.fetch_page(&request).await.map_err(|e| JobFailure {
+            message: format!("{at}: {e}"),
+            // Refused credentials or a bad signature: retrying the page cannot help;
+            // the next cron firing revives the job once an operator fixed them.
+            exhaust: !e.is_retryable(),
+            fenced: false,
+        })?;
         for m in &page.malformed {
             tracing::warn!(
                 platform = %pair.platform,
