@@ -945,6 +945,14 @@ mod tests {
         let env = |k: &str| match k {
             "FACTLEDGER_PLATFORM_TIKTOK_URL" => Some("http://127.0.0.1:9100/tiktok".into()),
             "FACTLEDGER_PLATFORM_SHOPEE_URL" => Some("http://127.0.0.1:9100/shopee".into()),
+            "FACTLEDGER_PLATFORM_TIKTOK_APP_KEY" => Some("k".into()),
+            "FACTLEDGER_PLATFORM_TIKTOK_APP_SECRET" => Some("s".into()),
+            "FACTLEDGER_PLATFORM_TIKTOK_ACCESS_TOKEN_ID" => Some("t".into()),
+            "FACTLEDGER_PLATFORM_SHOPEE_APP_ID_ID" | "FACTLEDGER_PLATFORM_SHOPEE_APP_ID_MY" => {
+                Some("123".into())
+            }
+            "FACTLEDGER_PLATFORM_SHOPEE_APP_SECRET_ID"
+            | "FACTLEDGER_PLATFORM_SHOPEE_APP_SECRET_MY" => Some("s".into()),
             _ => None,
         };
         let c = SyncConfig::parse("ID, SHOPEE:MY", env).unwrap();
@@ -959,5 +967,15 @@ mod tests {
             assert!(SyncConfig::parse(bad, env).is_err(), "{bad}");
         }
         assert!(SyncConfig::parse("ID", |_| None).is_err());
+        // A synced platform without its credentials is refused, naming the variable.
+        let e = SyncConfig::parse("TIKTOK:MY", env).unwrap_err().to_string();
+        assert!(
+            e.contains("FACTLEDGER_PLATFORM_TIKTOK_ACCESS_TOKEN_MY"),
+            "{e}"
+        );
+        assert!(matches!(
+            c.protocols.get(&Platform::TikTok),
+            Some(Protocol::TikTok(_))
+        ));
     }
 }

@@ -26,6 +26,8 @@
 //! older status from moving the order back.
 
 pub mod config;
+#[cfg(test)]
+mod contract_tests;
 pub mod decimal;
 pub mod http;
 pub mod lazada;
