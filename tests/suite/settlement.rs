@@ -615,7 +615,7 @@ both_backends!(
             e.db(),
             &format!(
                 "SELECT COUNT(*) FROM jobs WHERE kind = '{}' AND status = {} AND business_key IN \
-                 ('platform_sync:SHOPEE:ID:incremental', 'platform_sync:SHOPEE:ID:lookback')",
+                 ('platform_sync:TRAVELOKA:ID:incremental', 'platform_sync:TRAVELOKA:ID:lookback')",
                 PLATFORM_SYNC.name,
                 JobStatus::Pending as i64
             ),

@@ -83,10 +83,10 @@ pub fn argument(query: &str, name: &str) -> Option<String> {
     Some(rest[..end].to_owned()).filter(|s| !s.is_empty())
 }
 
-fn check(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Result<String, Response> {
+fn check(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Result<String, Box<Response>> {
     let refuse = |message: &str| {
         sim.refuse(format!("shopee: {message}"));
-        Err(graphql_error(10_020, message))
+        Err(Box::new(graphql_error(10_020, message)))
     };
     let header = headers
         .get("authorization")
@@ -117,7 +117,7 @@ fn check(sim: &Sim, headers: &HeaderMap, body: &[u8]) -> Result<String, Response
 pub async fn graphql(State(sim): State<Sim>, headers: HeaderMap, body: Bytes) -> Response {
     let country = match check(&sim, &headers, &body) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let query = serde_json::from_slice::<Value>(&body)
         .ok()

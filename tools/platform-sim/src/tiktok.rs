@@ -81,12 +81,12 @@ fn check(
     query: &[(String, String)],
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<String, Response> {
+) -> Result<String, Box<Response>> {
     let c = sim.credentials();
     let get = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let refuse = |code: i64, message: &str| {
         sim.refuse(format!("tiktok: {message}"));
-        Err(envelope(401, code, message))
+        Err(Box::new(envelope(401, code, message)))
     };
     let Some(sign) = get("sign") else {
         return refuse(
@@ -131,10 +131,10 @@ pub async fn orders_search(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let query: Vec<(String, String)> = raw.as_deref().map(|q| url_pairs(q)).unwrap_or_default();
+    let query: Vec<(String, String)> = raw.as_deref().map(url_pairs).unwrap_or_default();
     let country = match check(&sim, &query, &headers, &body) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let window: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let seconds = |k: &str| window.get(k).and_then(Value::as_i64);
