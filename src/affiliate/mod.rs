@@ -5,7 +5,9 @@
 //! Whatever feeds orders in (the HTTP page `POST /v1/orders:ingest`, the platform
 //! sync job) goes through [`OrderIngestor`], so every path applies the same rules.
 //!
-//! `platform.rs` fetches platform pages over HTTP and normalises their orders;
+//! `platform.rs` is the adapter trait and the generic adapter; `platforms/` holds one
+//! adapter per platform with a documented affiliate API (TikTok Shop, Shopee), each
+//! speaking that platform's signing, paging and vocabulary;
 //! `sync.rs` is the `platform_sync` job (R-ORD-8): watermark minus overlap, a page
 //! checkpoint after each page, and the 120-day lookback sweep (R-COM-4).
 
@@ -15,6 +17,7 @@ pub mod ingest;
 mod ingest_page;
 pub mod ingest_refusal;
 pub mod platform;
+pub mod platforms;
 pub mod recovery;
 pub mod settlement;
 pub mod sync;

@@ -8,18 +8,19 @@
 //! unreadable as a whole (not JSON, too large, an HTTP error, a timeout) is a
 //! [`FetchError`]: the sync round fails and the job retries that page.
 //!
-//! [`HttpPlatformAdapter`] speaks the JSON shape served by `tools/platform-sim` (its
-//! crate docs describe it): `GET {base_url}/orders?country=&updated_from=&updated_to=
-//! &page_token=&page_size=`, times in epoch milliseconds, the window half-open. A real
-//! platform's adapter (signing, its own field names) implements the same trait.
+//! [`HttpPlatformAdapter`] is the generic adapter: `GET {base_url}/orders?country=
+//! &updated_from=&updated_to=&page_token=&page_size=`, times in epoch milliseconds, the
+//! window half-open, the order shape [`normalise`] reads. The platforms with a
+//! documented affiliate API have their own adapters in `platforms/` (TikTok Shop,
+//! Shopee), each with its signing, paging, encodings and status vocabulary.
 
+use crate::affiliate::platforms::http::{check_base_url, PlatformHttp};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use factledger_aggregates::affiliate::{CountryCode, Platform, PlatformOrderId, ReportedMinor};
 use factledger_aggregates::affiliate_order::{Attribution, NormalisedOrder, OrderStatus};
 use factledger_aggregates::money::{BoundedId, Currency};
 use serde_json::Value;
-use std::time::Duration;
 
 /// Orders asked for per page (seed 003 §10.1: platform pages are at most 100 orders).
 pub const PAGE_SIZE_DEFAULT: u32 = 100;
@@ -33,8 +34,6 @@ pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
 pub const RESPONSE_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Longest page token kept: it is stored in the sync checkpoint (`VARCHAR(1024)`).
 pub const PAGE_TOKEN_CHARS_MAX: usize = 1_024;
-/// Longest error body quoted in a [`FetchError`] (it ends up in `last_error`).
-const ERROR_BODY_CHARS_MAX: usize = 300;
 
 /// A half-open update-time window `[from, to)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +110,33 @@ pub enum FetchError {
     Body { platform: Platform, reason: String },
     #[error("platform {platform}: adapter configuration: {reason}")]
     Config { platform: Platform, reason: String },
+    /// The platform answered with its own documented error envelope (TikTok's
+    /// `{code, message, request_id}` with `code != 0`, Shopee's GraphQL `errors`).
+    #[error("platform {platform}: error {code}: {message} (request {request_id:?})")]
+    Platform {
+        platform: Platform,
+        code: String,
+        message: String,
+        request_id: Option<String>,
+        /// The platform documents the code as transient (rate limit, internal error).
+        retryable: bool,
+    },
+}
+
+impl FetchError {
+    /// Whether retrying the same page can help. Refused credentials, a bad signature
+    /// or a misconfigured adapter need an operator: the sync job is exhausted and the
+    /// next cron firing revives it.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            FetchError::Timeout { .. } | FetchError::Transport { .. } | FetchError::Body { .. } => {
+                true
+            }
+            FetchError::Status { status, .. } => *status == 429 || *status >= 500,
+            FetchError::Config { .. } => false,
+            FetchError::Platform { retryable, .. } => *retryable,
+        }
+    }
 }
 
 /// Fetches pages of one platform's orders.
@@ -276,79 +302,33 @@ struct RawPage {
     request_id: Option<String>,
 }
 
-/// The adapter of a platform that speaks the simulator's JSON over HTTP.
+/// The generic adapter: the JSON shape above over HTTP, no request signing. It is the
+/// adapter of the platforms whose affiliate order API is not publicly documented
+/// (Lazada, Traveloka; see `platforms`), and what `tools/platform-sim` serves for them.
 #[derive(Debug, Clone)]
 pub struct HttpPlatformAdapter {
-    platform: Platform,
+    http: PlatformHttp,
     orders_url: String,
-    timeout_ms: u64,
-    client: reqwest::Client,
 }
 
 impl HttpPlatformAdapter {
-    /// `base_url` e.g. `http://127.0.0.1:9100/tiktok` (pages are at `{base_url}/orders`).
+    /// `base_url` e.g. `http://127.0.0.1:9100/traveloka` (pages are at `{base_url}/orders`).
     pub fn new(platform: Platform, base_url: &str, timeout_ms: u64) -> Result<Self, FetchError> {
-        let config = |reason: String| FetchError::Config { platform, reason };
-        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-            return Err(config(format!("base URL {base_url:?} is not http(s)")));
-        }
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_millis(timeout_ms))
-            .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS.min(timeout_ms)))
-            // An order API has no business redirecting; following one could leak the
-            // query to another host.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| config(e.to_string()))?;
+        let base = check_base_url(platform, base_url)?;
         Ok(HttpPlatformAdapter {
-            platform,
-            orders_url: format!("{}/orders", base_url.trim_end_matches('/')),
-            timeout_ms,
-            client,
+            http: PlatformHttp::new(platform, timeout_ms)?,
+            orders_url: format!("{base}/orders"),
         })
-    }
-
-    fn error(&self, e: reqwest::Error) -> FetchError {
-        if e.is_timeout() {
-            FetchError::Timeout {
-                platform: self.platform,
-                timeout_ms: self.timeout_ms,
-            }
-        } else {
-            FetchError::Transport {
-                platform: self.platform,
-                // The source chain says why (connection refused, reset …).
-                message: std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
-                    .map(|e| e.to_string())
-                    .collect::<Vec<_>>()
-                    .join(": "),
-            }
-        }
-    }
-
-    /// The body, at most [`RESPONSE_BYTES_MAX`] bytes.
-    async fn body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, FetchError> {
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| self.error(e))? {
-            if body.len() + chunk.len() > RESPONSE_BYTES_MAX {
-                return Err(FetchError::Body {
-                    platform: self.platform,
-                    reason: format!("larger than {RESPONSE_BYTES_MAX} bytes"),
-                });
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
     }
 }
 
 #[async_trait]
 impl PlatformAdapter for HttpPlatformAdapter {
     fn platform(&self) -> Platform {
-        self.platform
+        self.http.platform
     }
 
-    #[tracing::instrument(skip_all, fields(platform = %self.platform, country = %request.country))]
+    #[tracing::instrument(skip_all, fields(platform = %self.http.platform, country = %request.country))]
     async fn fetch_page(&self, request: &PageRequest) -> Result<FetchedPage, FetchError> {
         let mut query = vec![
             ("country", request.country.to_string()),
@@ -365,30 +345,15 @@ impl PlatformAdapter for HttpPlatformAdapter {
         if let Some(t) = &request.page_token {
             query.push(("page_token", t.clone()));
         }
-        let response = self
-            .client
-            .get(&self.orders_url)
-            .query(&query)
-            .send()
-            .await
-            .map_err(|e| self.error(e))?;
-        let status = response.status();
-        let body = self.body(response).await?;
-        if !status.is_success() {
-            return Err(FetchError::Status {
-                platform: self.platform,
-                status: status.as_u16(),
-                body: String::from_utf8_lossy(&body)
-                    .chars()
-                    .take(ERROR_BODY_CHARS_MAX)
-                    .collect(),
-            });
+        let answer = self
+            .http
+            .send(self.http.client.get(&self.orders_url).query(&query))
+            .await?;
+        if !(200..300).contains(&answer.status) {
+            return Err(self.http.status_error(&answer));
         }
-        let bad = |reason: String| FetchError::Body {
-            platform: self.platform,
-            reason,
-        };
-        let page: RawPage = serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+        let bad = |reason: String| self.http.body_error(reason);
+        let page: RawPage = serde_json::from_slice(&answer.body).map_err(|e| bad(e.to_string()))?;
         if page.orders.len() > crate::affiliate::INGEST_PAGE_ORDERS_MAX {
             return Err(bad(format!(
                 "{} orders on one page, more than the {} one ingest takes",
@@ -406,7 +371,7 @@ impl PlatformAdapter for HttpPlatformAdapter {
                 "page token longer than {PAGE_TOKEN_CHARS_MAX} characters"
             )));
         }
-        let (orders, malformed) = normalise_page(self.platform, request.country, &page.orders);
+        let (orders, malformed) = normalise_page(self.http.platform, request.country, &page.orders);
         Ok(FetchedPage {
             orders,
             malformed,

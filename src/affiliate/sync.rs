@@ -32,6 +32,9 @@ use super::platform::{
     FetchError, HttpPlatformAdapter, MalformedOrder, PageRequest, PlatformAdapter, Window,
     PAGE_SIZE_DEFAULT, REQUEST_TIMEOUT_MS_DEFAULT,
 };
+use super::platforms::config::{self, Protocol, Source};
+use super::platforms::shopee::ShopeeAdapter;
+use super::platforms::tiktok::TikTokAdapter;
 use super::{IngestError, IngestResult, OrderIngestor};
 use crate::infra::db::{now_ms, Db, Get, Tx};
 use crate::infra::jobs::engine::{ClaimedJob, JobFailure, JobHandler, RoundReport};
@@ -258,12 +261,15 @@ pub fn url_env_var(platform: Platform) -> String {
     format!("FACTLEDGER_PLATFORM_{}_URL", platform.as_str())
 }
 
-/// Which pairs this deployment syncs, and where each platform's API is.
+/// Which pairs this deployment syncs, where each platform's API is, and which
+/// adapter (with its credentials) speaks to it.
 #[derive(Debug, Clone, Default)]
 pub struct SyncConfig {
     pub urls: BTreeMap<Platform, String>,
     pub pairs: Vec<SyncPair>,
     pub request_timeout_ms: u64,
+    /// The adapter of each synced platform (see `platforms::config`).
+    pub protocols: BTreeMap<Platform, Protocol>,
 }
 
 impl SyncConfig {
@@ -273,6 +279,19 @@ impl SyncConfig {
     pub fn parse(
         platform_countries: &str,
         env: impl Fn(&str) -> Option<String>,
+    ) -> Result<SyncConfig, SyncError> {
+        Self::parse_with_files(platform_countries, env, |path| {
+            std::fs::read_to_string(path).map_err(|e| e.to_string())
+        })
+    }
+
+    /// [`SyncConfig::parse`], reading `*_FILE` secrets with `read_file`. Every synced
+    /// platform's credentials are checked here (a missing or malformed one is refused,
+    /// naming its variable), so `serve` refuses to start rather than fail each round.
+    pub fn parse_with_files(
+        platform_countries: &str,
+        env: impl Fn(&str) -> Option<String>,
+        read_file: impl Fn(&str) -> Result<String, String>,
     ) -> Result<SyncConfig, SyncError> {
         let urls: BTreeMap<Platform, String> = Platform::ALL
             .into_iter()
@@ -318,10 +337,28 @@ impl SyncConfig {
                 pairs.len()
             )));
         }
+        let source = Source {
+            env: &env,
+            read_file: &read_file,
+        };
+        let mut protocols = BTreeMap::new();
+        for (platform, url) in &urls {
+            let countries: Vec<CountryCode> = pairs
+                .iter()
+                .filter(|p| p.platform == *platform)
+                .map(|p| p.country)
+                .collect();
+            if !countries.is_empty() {
+                let protocol = config::protocol(*platform, url, &countries, &source)
+                    .map_err(SyncError::Config)?;
+                protocols.insert(*platform, protocol);
+            }
+        }
         Ok(SyncConfig {
             urls,
             pairs: pairs.into_iter().collect(),
             request_timeout_ms: REQUEST_TIMEOUT_MS_DEFAULT,
+            protocols,
         })
     }
 
@@ -341,10 +378,7 @@ impl SyncConfig {
             .urls
             .iter()
             .filter(|(p, _)| self.pairs.iter().any(|pair| pair.platform == **p))
-            .map(|(p, url)| {
-                HttpPlatformAdapter::new(*p, url, self.request_timeout_ms)
-                    .map(|a| Arc::new(a) as Arc<dyn PlatformAdapter>)
-            })
+            .map(|(p, url)| self.adapter(*p, url))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(SyncHandler::new(
             db,
@@ -353,6 +387,26 @@ impl SyncConfig {
             ingestor,
             settings,
         ))
+    }
+}
+
+impl SyncConfig {
+    /// The adapter `platform` speaks (the generic one when no protocol was read).
+    fn adapter(
+        &self,
+        platform: Platform,
+        url: &str,
+    ) -> Result<Arc<dyn PlatformAdapter>, FetchError> {
+        let timeout_ms = self.request_timeout_ms;
+        Ok(match self.protocols.get(&platform) {
+            Some(Protocol::TikTok(c)) => Arc::new(TikTokAdapter::new(url, c.clone(), timeout_ms)?),
+            Some(Protocol::Shopee(accounts)) => {
+                Arc::new(ShopeeAdapter::new(accounts.clone(), timeout_ms)?)
+            }
+            Some(Protocol::Generic) | None => {
+                Arc::new(HttpPlatformAdapter::new(platform, url, timeout_ms)?)
+            }
+        })
     }
 }
 
@@ -654,10 +708,13 @@ impl SyncHandler {
         };
         // Outside any transaction (R-INV-6); a failure leaves the checkpoint where
         // it was, so the retry asks for this very page again.
-        let page = adapter
-            .fetch_page(&request)
-            .await
-            .map_err(|e| JobFailure::new(format!("{at}: {e}")))?;
+        let page = adapter.fetch_page(&request).await.map_err(|e| JobFailure {
+            message: format!("{at}: {e}"),
+            // Refused credentials or a bad signature: retrying the page cannot help;
+            // the next cron firing revives the job once an operator fixed them.
+            exhaust: !e.is_retryable(),
+            fenced: false,
+        })?;
         for m in &page.malformed {
             tracing::warn!(
                 platform = %pair.platform,
@@ -799,108 +856,5 @@ impl JobHandler for SyncHandler {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_business_key_names_platform_country_and_task() {
-        let pair = SyncPair {
-            platform: Platform::TikTok,
-            country: CountryCode::parse("ID").unwrap(),
-        };
-        assert_eq!(
-            business_key(pair, SyncTask::Lookback),
-            "platform_sync:TIKTOK:ID:lookback"
-        );
-        assert!(PLATFORM_SYNC
-            .code(&business_key(pair, SyncTask::Incremental))
-            .starts_with("PSYNC:"));
-        assert!(crate::infra::jobs::check_kinds([&PLATFORM_SYNC]).is_ok());
-    }
-
-    #[test]
-    fn the_incremental_window_starts_an_overlap_before_the_watermark() {
-        let now = 1_000 * DAY_MS;
-        assert_eq!(
-            incremental_window(Some(now - HOUR_MS), now),
-            (now - HOUR_MS - OVERLAP_MS, now - SAFETY_LAG_MS)
-        );
-        assert_eq!(
-            incremental_window(None, now),
-            (now - SAFETY_LAG_MS - FIRST_PULL_MS, now - SAFETY_LAG_MS)
-        );
-    }
-
-    /// R-COM-4 by simulation: firings every 15 minutes for three days; for late orders
-    /// of every age up to 120 days arriving at many moments of the second day, some
-    /// lookback slice swept after the arrival covers the order's update time, within
-    /// 24 hours of the arrival.
-    #[test]
-    fn the_lookback_covers_the_last_120_days_within_24_hours() {
-        let start = 1_000 * DAY_MS;
-        let mut cursor = None;
-        let mut slices = Vec::new();
-        for i in 0..(3 * DAY_MS / SYNC_INTERVAL_MS) {
-            let now = start + i * SYNC_INTERVAL_MS;
-            let (from, to) = lookback_slice(cursor, now);
-            assert!(from < to && to - from <= LOOKBACK_SLICE_MS);
-            slices.push((now, from, to));
-            cursor = Some(from);
-        }
-        let mut worst = 0;
-        // Arrivals every 7 minutes of day 2, ages every 5 hours up to 120 days (and the
-        // edges): about 120k cases, each answered by a scan of 288 slices.
-        for arrival in (start + DAY_MS..start + 2 * DAY_MS).step_by(7 * MINUTE_MS as usize) {
-            let ages = (0..=LATE_ORDER_AGE_MAX_MS)
-                .step_by(5 * HOUR_MS as usize)
-                .chain([SAFETY_LAG_MS, LATE_ORDER_AGE_MAX_MS]);
-            for age in ages {
-                let updated = arrival - age;
-                let caught = slices
-                    .iter()
-                    .find(|(now, from, to)| *now >= arrival && (*from..*to).contains(&updated))
-                    .map(|(now, _, _)| now - arrival)
-                    .unwrap_or_else(|| panic!("age {age} ms at {arrival} never swept"));
-                worst = worst.max(caught);
-            }
-        }
-        assert!(worst <= LOOKBACK_LATENCY_MAX_MS, "worst latency {worst} ms");
-        // The bound is not vacuous: some order waits more than one cycle.
-        assert!(worst > LOOKBACK_CYCLE_MS, "worst latency {worst} ms");
-    }
-
-    #[test]
-    fn the_lookback_cursor_wraps_and_survives_a_clock_step_back() {
-        let now = 1_000 * DAY_MS;
-        let top = now - SAFETY_LAG_MS;
-        assert_eq!(lookback_slice(None, now), (top - LOOKBACK_SLICE_MS, top));
-        let bottom = top - LOOKBACK_SPAN_MS;
-        assert_eq!(
-            lookback_slice(Some(bottom + DAY_MS), now),
-            (bottom, bottom + DAY_MS)
-        );
-        assert_eq!(lookback_slice(Some(bottom), now).1, top);
-        assert_eq!(lookback_slice(Some(now + DAY_MS), now).1, top);
-    }
-
-    #[test]
-    fn the_config_takes_countries_for_every_platform_or_single_pairs() {
-        let env = |k: &str| match k {
-            "FACTLEDGER_PLATFORM_TIKTOK_URL" => Some("http://127.0.0.1:9100/tiktok".into()),
-            "FACTLEDGER_PLATFORM_SHOPEE_URL" => Some("http://127.0.0.1:9100/shopee".into()),
-            _ => None,
-        };
-        let c = SyncConfig::parse("ID, SHOPEE:MY", env).unwrap();
-        let names: Vec<String> = c
-            .pairs
-            .iter()
-            .map(|p| format!("{}:{}", p.platform, p.country))
-            .collect();
-        assert_eq!(names, ["TIKTOK:ID", "SHOPEE:ID", "SHOPEE:MY"]);
-        assert!(SyncConfig::parse("", env).unwrap().pairs.is_empty());
-        for bad in ["LAZADA:ID", "id", "EBAY:ID", "TIKTOK:IDN"] {
-            assert!(SyncConfig::parse(bad, env).is_err(), "{bad}");
-        }
-        assert!(SyncConfig::parse("ID", |_| None).is_err());
-    }
-}
+#[path = "sync_tests.rs"]
+mod tests;

@@ -61,6 +61,7 @@ mod least_privilege;
 mod parsing;
 mod partitions;
 mod payment_password_load;
+mod platform_protocols;
 mod platform_sync;
 mod projection;
 mod projector_property;

@@ -522,8 +522,8 @@ both_backends!(
         let database = db.database().await;
         catch_up_commissions(&db, &database.db).await;
         // One pair; the platform is never called here (only the submits are).
-        let platform_sync = SyncConfig::parse("SHOPEE:ID", |k| {
-            (k == "FACTLEDGER_PLATFORM_SHOPEE_URL").then(|| "http://127.0.0.1:9".to_owned())
+        let platform_sync = SyncConfig::parse("TRAVELOKA:ID", |k| {
+            (k == "FACTLEDGER_PLATFORM_TRAVELOKA_URL").then(|| "http://127.0.0.1:9".to_owned())
         })
         .unwrap();
         let mut options = ServeOptions {
@@ -615,7 +615,7 @@ both_backends!(
             e.db(),
             &format!(
                 "SELECT COUNT(*) FROM jobs WHERE kind = '{}' AND status = {} AND business_key IN \
-                 ('platform_sync:SHOPEE:ID:incremental', 'platform_sync:SHOPEE:ID:lookback')",
+                 ('platform_sync:TRAVELOKA:ID:incremental', 'platform_sync:TRAVELOKA:ID:lookback')",
                 PLATFORM_SYNC.name,
                 JobStatus::Pending as i64
             ),

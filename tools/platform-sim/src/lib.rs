@@ -50,6 +50,10 @@
 //! - `GET /control/requests`: the order requests served so far; `POST /control/reset`.
 #![forbid(unsafe_code)]
 
+pub mod auth;
+pub mod shopee;
+pub mod tiktok;
+
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -145,6 +149,8 @@ pub enum SimError {
 #[derive(Debug, Clone)]
 struct Record {
     update_ms: i64,
+    /// Creation time: the window basis of TikTok's and Shopee's order searches.
+    create_ms: i64,
     order_id: String,
     /// Breaks ties between versions of one order at one time (replays).
     seq: u64,
@@ -153,8 +159,16 @@ struct Record {
 }
 
 impl Record {
-    fn key(&self) -> (i64, &str, u64) {
-        (self.update_ms, self.order_id.as_str(), self.seq)
+    fn time(&self, by_create_time: bool) -> i64 {
+        if by_create_time {
+            self.create_ms
+        } else {
+            self.update_ms
+        }
+    }
+
+    fn key(&self, by_create_time: bool) -> (i64, &str, u64) {
+        (self.time(by_create_time), self.order_id.as_str(), self.seq)
     }
 }
 
@@ -175,6 +189,10 @@ struct SimState {
     request_count: u64,
     duplicate_page_boundary: bool,
     next_seq: u64,
+    /// The platforms' credentials the documented front ends check.
+    credentials: auth::Credentials,
+    /// Requests refused for their credentials or signature (reason per request).
+    refusals: Vec<String>,
 }
 
 /// The simulator's data and faults; cheap to clone (shared).
@@ -229,6 +247,28 @@ impl SplitMix {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+}
+
+/// ISO 4217 minor-unit exponent (the platforms send major units).
+pub fn exponent(currency: &str) -> u32 {
+    match currency {
+        "BIF" | "CLP" | "DJF" | "GNF" | "ISK" | "JPY" | "KMF" | "KRW" | "PYG" | "RWF" | "UGX"
+        | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
+        "BHD" | "IQD" | "JOD" | "KWD" | "LYD" | "OMR" | "TND" => 3,
+        _ => 2,
+    }
+}
+
+/// Minor units as the platforms' decimal string in major units: `125050` IDR → `"1250.50"`.
+pub fn major(minor: i64, currency: &str) -> String {
+    let places = exponent(currency) as usize;
+    let digits = format!("{:0>width$}", minor.unsigned_abs(), width = places + 1);
+    let sign = if minor < 0 { "-" } else { "" };
+    if places == 0 {
+        return format!("{sign}{digits}");
+    }
+    let (whole, fraction) = digits.split_at(digits.len() - places);
+    format!("{sign}{whole}.{fraction}")
 }
 
 /// The currency a country's orders are in.
@@ -312,6 +352,10 @@ pub struct OrdersQuery {
     pub updated_to: Option<i64>,
     pub page_token: Option<String>,
     pub page_size: Option<usize>,
+    /// Window on creation time instead of update time (TikTok's and Shopee's
+    /// documented searches); set by their front ends, never by the generic route.
+    #[serde(skip)]
+    pub by_create_time: bool,
 }
 
 /// One page answered.
@@ -337,6 +381,7 @@ impl Sim {
         state.next_seq += 1;
         Ok(Record {
             update_ms: order.update_time_ms,
+            create_ms: order.create_time_ms,
             order_id: order.order_id.clone(),
             seq: state.next_seq,
             country: order.region.clone(),
@@ -384,6 +429,7 @@ impl Sim {
         s.next_seq += 1;
         let r = Record {
             update_ms: update_time_ms,
+            create_ms: update_time_ms,
             order_id: order
                 .get("order_id")
                 .map(|v| v.to_string())
@@ -445,9 +491,36 @@ impl Sim {
         self.lock().requests.clone()
     }
 
-    /// Forget all data, faults, settings and the request log.
+    /// Forget all data, faults, settings and the request log (credentials stay).
     pub fn reset(&self) {
-        *self.lock() = SimState::default();
+        let mut s = self.lock();
+        let credentials = std::mem::take(&mut s.credentials);
+        *s = SimState {
+            credentials,
+            ..SimState::default()
+        };
+    }
+
+    /// The credentials the documented front ends check (default: [`auth::Credentials::test`]).
+    pub fn credentials(&self) -> auth::Credentials {
+        self.lock().credentials.clone()
+    }
+
+    pub fn set_credentials(&self, credentials: auth::Credentials) {
+        self.lock().credentials = credentials;
+    }
+
+    /// Why each refused request was refused (bad signature, unknown token, …).
+    pub fn refusals(&self) -> Vec<String> {
+        self.lock().refusals.clone()
+    }
+
+    fn refuse(&self, reason: String) {
+        let mut s = self.lock();
+        if s.refusals.len() >= REQUEST_LOG_MAX {
+            s.refusals.remove(0);
+        }
+        s.refusals.push(reason);
     }
 
     /// Answer one order request: the fault scripted for it (if any) and the page, or
@@ -510,13 +583,16 @@ impl Sim {
             .current
             .values()
             .chain(data.extras.iter())
-            .filter(|r| r.country == country && r.update_ms >= from && r.update_ms < to)
+            .filter(|r| {
+                let t = r.time(q.by_create_time);
+                r.country == country && t >= from && t < to
+            })
             .filter(|r| match &after {
-                Some((ms, id, seq)) => r.key() > (*ms, id.as_str(), *seq),
+                Some((ms, id, seq)) => r.key(q.by_create_time) > (*ms, id.as_str(), *seq),
                 None => true,
             })
             .collect();
-        listed.sort_by(|a, b| a.key().cmp(&b.key()));
+        listed.sort_by(|a, b| a.key(q.by_create_time).cmp(&b.key(q.by_create_time)));
         let page: Vec<&Record> = listed.iter().take(size).copied().collect();
         let more = listed.len() > page.len();
         let next = if more {
@@ -526,7 +602,11 @@ impl Sim {
             } else {
                 page[page.len() - 1]
             };
-            Some(encode_token(anchor.update_ms, &anchor.order_id, anchor.seq))
+            Some(encode_token(
+                anchor.time(q.by_create_time),
+                &anchor.order_id,
+                anchor.seq,
+            ))
         } else {
             None
         };
@@ -535,6 +615,26 @@ impl Sim {
             orders: page.iter().map(|r| r.body.clone()).collect(),
             next_page_token: next,
         })
+    }
+}
+
+/// The documented order API of a platform that has one (its path under
+/// `/{platform}`), `None` for the generic ones.
+pub fn documented_api(platform: &str) -> Option<&'static str> {
+    match platform.to_ascii_lowercase().as_str() {
+        "tiktok" => Some(tiktok::ORDERS_PATH),
+        "shopee" => Some(shopee::GRAPHQL_PATH),
+        _ => None,
+    }
+}
+
+/// Sleep out a scripted delay (bounded by [`DELAY_MS_MAX`]).
+async fn delay(fault: &Option<Fault>) {
+    if let Some(Fault::Delay { delay_ms }) = fault {
+        tokio::time::sleep(std::time::Duration::from_millis(
+            (*delay_ms).min(DELAY_MS_MAX),
+        ))
+        .await;
     }
 }
 
@@ -548,6 +648,12 @@ async fn orders(
     Path(platform): Path<String>,
     Query(q): Query<OrdersQuery>,
 ) -> Response {
+    if let Some(path) = documented_api(&platform) {
+        return error(
+            404,
+            format!("{platform} speaks its documented API at /{platform}{path}, not /orders"),
+        );
+    }
     let (fault, outcome) = sim.orders(&platform, &q);
     if let Some(Fault::Delay { delay_ms }) = fault {
         tokio::time::sleep(std::time::Duration::from_millis(delay_ms.min(DELAY_MS_MAX))).await;
@@ -614,6 +720,14 @@ fn done(r: Result<(), SimError>) -> Response {
 pub fn router(sim: Sim) -> Router {
     Router::new()
         .route("/{platform}/orders", get(orders))
+        .route(
+            &format!("/tiktok{}", tiktok::ORDERS_PATH),
+            post(tiktok::orders_search),
+        )
+        .route(
+            &format!("/shopee{}", shopee::GRAPHQL_PATH),
+            post(shopee::graphql),
+        )
         .route(
             "/control/orders",
             post(
@@ -722,165 +836,4 @@ pub async fn spawn(addr: SocketAddr, sim: Sim) -> Result<Running, SimError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn q(from: i64, to: i64, token: Option<String>, size: usize) -> OrdersQuery {
-        OrdersQuery {
-            country: Some("ID".into()),
-            updated_from: Some(from),
-            updated_to: Some(to),
-            page_token: token,
-            page_size: Some(size),
-        }
-    }
-
-    fn ids(page: &OrdersPage) -> Vec<String> {
-        page.orders
-            .iter()
-            .map(|o| o["order_id"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    /// Every page of a window, following tokens (at most 100 pages).
-    fn all(sim: &Sim, from: i64, to: i64, size: usize) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut token = None;
-        for _ in 0..100 {
-            let page = sim.orders("tiktok", &q(from, to, token, size)).1.unwrap();
-            out.extend(ids(&page));
-            token = page.next_page_token;
-            if token.is_none() {
-                return out;
-            }
-        }
-        panic!("more than 100 pages");
-    }
-
-    #[test]
-    fn the_same_seed_gives_the_same_orders() {
-        let a = generate("tiktok", "ID", 7, 20, 0, 1_000_000);
-        assert_eq!(a, generate("tiktok", "ID", 7, 20, 0, 1_000_000));
-        assert_ne!(a, generate("tiktok", "ID", 8, 20, 0, 1_000_000));
-        assert!(a
-            .iter()
-            .all(|o| (0..1_000_000).contains(&o.update_time_ms) && o.gmv_minor > 0));
-    }
-
-    #[test]
-    fn pages_follow_update_time_and_cover_the_window_exactly_once() {
-        let sim = Sim::new();
-        let orders = sim.seed("tiktok", "ID", 1, 23, 1_000, 100_000).unwrap();
-        sim.seed("tiktok", "MY", 1, 5, 1_000, 100_000).unwrap();
-        let got = all(&sim, 1_000, 100_000, 5);
-        let mut expected: Vec<&SimOrder> = orders.iter().collect();
-        expected.sort_by_key(|o| (o.update_time_ms, o.order_id.clone()));
-        let expected: Vec<String> = expected.iter().map(|o| o.order_id.clone()).collect();
-        assert_eq!(got, expected);
-        assert_eq!(sim.requests().len(), 5);
-        // The window is half-open.
-        let first = orders.iter().map(|o| o.update_time_ms).min().unwrap();
-        assert!(!all(&sim, first + 1, 100_000, 100).contains(&expected[0]));
-    }
-
-    #[test]
-    fn a_duplicate_boundary_repeats_the_last_order_of_each_page() {
-        let sim = Sim::new();
-        sim.seed("tiktok", "ID", 2, 10, 0, 10_000).unwrap();
-        sim.set_duplicate_page_boundary(true);
-        let got = all(&sim, 0, 10_000, 4);
-        let mut unique = got.clone();
-        unique.sort();
-        unique.dedup();
-        assert_eq!(unique.len(), 10);
-        assert!(got.len() > 10, "{got:?}");
-    }
-
-    #[test]
-    fn faults_hit_the_nth_request_from_now_once() {
-        let sim = Sim::new();
-        sim.seed("tiktok", "ID", 3, 3, 0, 10_000).unwrap();
-        sim.orders("tiktok", &q(0, 10_000, None, 10)).1.unwrap();
-        sim.fault(2, Fault::Status { status: 503 });
-        assert!(sim.orders("tiktok", &q(0, 10_000, None, 10)).1.is_ok());
-        let (f, r) = sim.orders("tiktok", &q(0, 10_000, None, 10));
-        assert_eq!(f, Some(Fault::Status { status: 503 }));
-        assert_eq!(r.unwrap_err().0, 503);
-        assert!(sim.orders("tiktok", &q(0, 10_000, None, 10)).1.is_ok());
-    }
-
-    #[test]
-    fn bad_queries_and_tokens_are_refused() {
-        let sim = Sim::new();
-        assert_eq!(
-            sim.orders("tiktok", &q(0, 1, Some("zz".into()), 10))
-                .1
-                .unwrap_err()
-                .0,
-            400
-        );
-        assert_eq!(
-            sim.orders("tiktok", &q(0, 1, None, 101)).1.unwrap_err().0,
-            400
-        );
-        assert_eq!(sim.orders("ebay", &q(0, 1, None, 10)).1.unwrap_err().0, 404);
-    }
-
-    #[tokio::test]
-    async fn it_serves_over_loopback_and_scripts_faults_over_http() {
-        assert!(matches!(
-            spawn("0.0.0.0:0".parse().unwrap(), Sim::new()).await,
-            Err(SimError::NotLoopback(_))
-        ));
-        let running = spawn("127.0.0.1:0".parse().unwrap(), Sim::new())
-            .await
-            .unwrap();
-        let http = reqwest::Client::new();
-        let control = |path: &str| format!("http://{}/control/{path}", running.addr);
-        let order = SimOrder {
-            order_id: "A1".into(),
-            region: "ID".into(),
-            order_status: "COMPLETED".into(),
-            currency: "IDR".into(),
-            gmv_minor: 100_000,
-            commission_minor: 5_000,
-            create_time_ms: 1_000,
-            update_time_ms: 2_000,
-            sub_id: None,
-        };
-        let r = http
-            .post(control("orders"))
-            .json(&json!({"platform": "shopee", "orders": [order]}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        let r = http
-            .post(control("faults"))
-            .json(&json!({"faults": [{"nth": 1, "kind": "status", "status": 502}]}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        let url = format!(
-            "{}/orders?country=ID&updated_from=0&updated_to=5000",
-            running.base_url("SHOPEE")
-        );
-        assert_eq!(http.get(&url).send().await.unwrap().status(), 502);
-        let page: OrdersPage = http.get(&url).send().await.unwrap().json().await.unwrap();
-        assert_eq!(page.orders, vec![serde_json::to_value(&order).unwrap()]);
-        assert_eq!(page.next_page_token, None);
-        let log: Vec<RequestLog> = http
-            .get(control("requests"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(
-            log.iter().map(|l| l.status).collect::<Vec<_>>(),
-            vec![502, 200]
-        );
-    }
-}
+mod tests;

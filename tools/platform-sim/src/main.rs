@@ -63,6 +63,19 @@ async fn main() -> ExitCode {
     for p in PLATFORMS {
         println!("  {}: {}", p, running.base_url(p));
     }
+    // Public test credentials, never real ones (see `platform_sim::auth`).
+    println!(
+        "  tiktok app_key {} app_secret {} access token per market sim-token-<COUNTRY>",
+        platform_sim::auth::TEST_TIKTOK_APP_KEY,
+        platform_sim::auth::TEST_TIKTOK_APP_SECRET
+    );
+    for c in &cli.countries {
+        println!(
+            "  shopee {c}: AppId {} secret {}",
+            platform_sim::auth::test_shopee_app_id(c),
+            platform_sim::auth::test_shopee_secret(c)
+        );
+    }
     // Serve until interrupted; dropping `running` stops the server.
     let _ = tokio::signal::ctrl_c().await;
     ExitCode::SUCCESS
