@@ -68,7 +68,31 @@ impl<'de> Deserialize<'de> for AmountMinor {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Currency([u8; 3]);
 
+/// The ledger's minor-unit digits of currency `code`: how many decimal places one
+/// `i64` minor unit sits below the major unit. This is the one table every adapter
+/// converts a provider's major-unit amounts with (`1250.50` MYR is 125050 minor).
+///
+/// ISO 4217 List One's exponent (2 unless listed below), **except the rupiah**: ISO
+/// lists IDR with 2 digits, but the sen is not in use; Xendit refuses IDR fractions,
+/// TikTok Shop and Shopee write whole rupiah, and seed 003's amounts are whole rupiah.
+/// So the ledger counts IDR in whole rupiah (0 digits): 1 minor unit is Rp 1, and a
+/// provider amount with sen is refused, never rounded.
+pub fn minor_digits(code: &str) -> u32 {
+    match code {
+        "IDR" => 0,
+        "BIF" | "CLP" | "DJF" | "GNF" | "ISK" | "JPY" | "KMF" | "KRW" | "PYG" | "RWF" | "UGX"
+        | "UYI" | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
+        "BHD" | "IQD" | "JOD" | "KWD" | "LYD" | "OMR" | "TND" => 3,
+        _ => 2,
+    }
+}
+
 impl Currency {
+    /// [`minor_digits`] of this currency.
+    pub fn minor_digits(&self) -> u32 {
+        minor_digits(self.as_str())
+    }
+
     /// A currency from outside: an active ISO 4217 code of a circulating currency
     /// (see `crate::iso4217` for what is left out and why).
     pub fn parse(s: &str) -> Result<Self, ParseError> {
@@ -207,6 +231,21 @@ mod tests {
     #[test]
     fn currencies_are_three_upper_case_letters() {
         assert_eq!(Currency::parse("IDR").unwrap().as_str(), "IDR");
+        // The ledger's minor units: whole rupiah, ISO elsewhere.
+        for (code, digits) in [
+            ("IDR", 0),
+            ("PHP", 2),
+            ("JPY", 0),
+            ("VND", 0),
+            ("KWD", 3),
+            ("CNY", 2),
+        ] {
+            assert_eq!(
+                Currency::parse(code).unwrap().minor_digits(),
+                digits,
+                "{code}"
+            );
+        }
         for bad in ["idr", "ID", "IDRX", "1DR", ""] {
             assert!(Currency::parse(bad).is_err(), "{bad}");
             assert!(Currency::from_stored(bad).is_err(), "{bad}");

@@ -56,17 +56,17 @@ fn tiktoks_documented_sample_with_plain_decimals_becomes_a_normalised_order() {
         .to_string()
         .replace("Rp9.900", "9900")
         .replace("Rp1.980", "1980")
-        .replace("Rp1.900", "1900.50");
+        .replace("Rp1.900", "1900");
     let page = tiktok::read_page(id(), 200, text.as_bytes()).unwrap();
     let o = &page.orders[0];
     assert_eq!(o.platform_order_id.as_str(), "789078671231123124");
     // SETTLED with one of two units returned.
     assert_eq!(o.status, OrderStatus::PartiallyRefunded);
     assert_eq!(o.currency.as_str(), "IDR");
-    assert_eq!(o.gmv_minor.get(), 990_000, "9900 IDR, exponent 2");
+    assert_eq!(o.gmv_minor.get(), 9_900, "9900 IDR in whole rupiah");
     assert_eq!(
         o.platform_commission_minor.get(),
-        190_050,
+        1_900,
         "actual before estimated"
     );
     assert_eq!(o.ordered_at.timestamp(), 1_685_548_800);
@@ -178,13 +178,14 @@ fn shopees_authorization_matches_the_documented_example() {
 }
 
 /// A conversion node in the field names of Shopee's conversionReport schema (Shopee
-/// publishes no response sample; the names are the schema's).
+/// publishes no response sample; the names are the schema's). Amounts are whole
+/// rupiah, as the ledger counts IDR (`money::minor_digits`).
 fn shopee_answer() -> Value {
     json!({"data":{"conversionReport":{"nodes":[{"purchaseTime":1600621300,"clickTime":1600621200,
-      "conversionId":1,"totalCommission":"62.53","utmContent":"u-42",
+      "conversionId":1,"totalCommission":"6253","utmContent":"u-42",
       "orders":[{"orderId":"220602QAVKQKCM","orderStatus":"COMPLETED","items":[
-        {"itemId":1,"itemPrice":"1250.50","qty":2,"itemTotalCommission":"50.03","completeTime":1601000000},
-        {"itemId":2,"itemPrice":"100","qty":1,"itemTotalCommission":"12.5","completeTime":0}]},
+        {"itemId":1,"itemPrice":"125050","qty":2,"itemTotalCommission":"5003","completeTime":1601000000},
+        {"itemId":2,"itemPrice":"10000","qty":1,"itemTotalCommission":"1250.0","completeTime":0}]},
         {"orderId":"220602QAVKQKCN","orderStatus":"SHIPPED","items":[]}]}],
       "pageInfo":{"limit":500,"hasNextPage":true,"scrollId":"abc"}}}})
 }

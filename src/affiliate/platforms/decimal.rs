@@ -1,19 +1,13 @@
 //! Money on the platforms' wire: decimal strings in the currency's major unit
-//! (TikTok Shop's `{"amount": "1250.50", "currency": "IDR"}`, Shopee's
+//! (TikTok Shop's `{"amount": "1250.50", "currency": "MYR"}`, Shopee's
 //! `"itemTotalCommission": "62.53"`), converted exactly to `i64` minor units by the
 //! currency's ISO 4217 exponent. No floats anywhere (R-INV-4): the string is split at
 //! its point and scaled with checked integer arithmetic.
 
-/// ISO 4217 minor-unit exponent of `code`: 2 unless the standard says otherwise.
-/// The list is the standard's 0- and 3-decimal currencies (aggregates' ISO table has
-/// the codes but not their exponents).
+/// The ledger's minor-unit digits of `code` (`factledger_aggregates::money::
+/// minor_digits`: ISO 4217's, whole rupiah for IDR).
 pub fn exponent(code: &str) -> u32 {
-    match code {
-        "BIF" | "CLP" | "DJF" | "GNF" | "ISK" | "JPY" | "KMF" | "KRW" | "PYG" | "RWF" | "UGX"
-        | "UYI" | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
-        "BHD" | "IQD" | "JOD" | "KWD" | "LYD" | "OMR" | "TND" => 3,
-        _ => 2,
-    }
+    factledger_aggregates::money::minor_digits(code)
 }
 
 /// Longest amount string read: 19 digits overflow `i64` anyway; a longer one is not
@@ -22,7 +16,7 @@ const AMOUNT_CHARS_MAX: usize = 32;
 
 /// `"1250.5"` in a currency of exponent 2 → `125050`. Refused: a sign, an exponent,
 /// separators or symbols (`"Rp9.900"`, `"1,000"`), more fractional digits than the
-/// currency has (unless they are zeros: `"10.500"` in IDR is `1050`), overflow.
+/// currency has (unless they are zeros: `"10.500"` in MYR is `1050`), overflow.
 pub fn to_minor(text: &str, exponent: u32) -> Result<i64, String> {
     let bad = |why: &str| format!("{text:?} is not a plain decimal amount: {why}");
     if text.is_empty() || text.len() > AMOUNT_CHARS_MAX {
@@ -74,10 +68,12 @@ mod tests {
     #[test]
     fn decimal_strings_become_exact_minor_units_by_the_currency_exponent() {
         let cases = [
-            ("1250.50", "IDR", 125_050),
-            ("1250.5", "IDR", 125_050),
-            ("1250", "IDR", 125_000),
-            ("10.500", "IDR", 1_050),
+            ("1250.50", "MYR", 125_050),
+            ("1250.5", "MYR", 125_050),
+            ("1250", "MYR", 125_000),
+            ("10.500", "MYR", 1_050),
+            ("9900", "IDR", 9_900),
+            ("9900.00", "IDR", 9_900),
             ("20000", "VND", 20_000),
             ("20000.00", "VND", 20_000),
             ("1.234", "KWD", 1_234),
@@ -112,6 +108,10 @@ mod tests {
             assert!(to_minor(text, 2).is_err(), "{text}");
         }
         assert!(to_minor("1.5", 0).is_err(), "VND has no minor digits");
+        assert!(
+            to_minor("9900.50", exponent("IDR")).is_err(),
+            "whole rupiah"
+        );
     }
 
     #[test]

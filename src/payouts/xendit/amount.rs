@@ -11,19 +11,16 @@
 //! Xendit does not pay out in has no entry, and a payout in it is refused before
 //! any call.
 
-/// Minor-unit digits of the currencies Xendit's Payouts API pays out in.
-const DIGITS: [(&str, u32); 6] = [
-    ("IDR", 0),
-    ("MYR", 2),
-    ("PHP", 2),
-    ("THB", 2),
-    ("USD", 2),
-    ("VND", 0),
-];
+/// The currencies Xendit's Payouts API pays out in.
+const PAID_OUT: [&str; 6] = ["IDR", "MYR", "PHP", "THB", "USD", "VND"];
 
-/// Digits after the point `currency` is written with, if Xendit pays out in it.
+/// Digits after the point `currency` is written with, if Xendit pays out in it: the
+/// ledger's own minor digits (`factledger_aggregates::money::minor_digits`), which
+/// are Xendit's for every currency it pays out in (a test holds them to the docs).
 pub fn digits(currency: &str) -> Option<u32> {
-    DIGITS.iter().find(|(c, _)| *c == currency).map(|(_, d)| *d)
+    PAID_OUT
+        .contains(&currency)
+        .then(|| factledger_aggregates::money::minor_digits(currency))
 }
 
 /// `amount_minor` as the decimal text of a JSON number in the major unit:
@@ -77,6 +74,23 @@ pub fn from_major(text: &str, digits: u32) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ledger_s_minor_digits_are_xendit_s_documented_wire_digits() {
+        // Create Payout: "For IDR currency, number should be integer; for PHP currency,
+        // number can be up to 2 decimal places"; VND integer; MYR, THB, USD 2 places.
+        for (currency, wire) in [
+            ("IDR", 0),
+            ("PHP", 2),
+            ("VND", 0),
+            ("MYR", 2),
+            ("THB", 2),
+            ("USD", 2),
+        ] {
+            assert_eq!(digits(currency), Some(wire), "{currency}");
+        }
+        assert_eq!(digits("CNY"), None);
+    }
 
     #[test]
     fn minor_units_are_written_in_the_major_unit_per_currency() {

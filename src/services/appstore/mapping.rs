@@ -55,20 +55,10 @@ fn fail(msg: impl Into<String>) -> MappingError {
     MappingError(msg.into())
 }
 
-/// Digits after the decimal point of an ISO 4217 currency (List One): 2 unless listed.
+/// The ledger's minor-unit digits of `code` (`factledger_aggregates::money::
+/// minor_digits`: ISO 4217's, whole rupiah for IDR).
 pub fn minor_unit_digits(code: &str) -> u32 {
-    const ZERO: [&str; 16] = [
-        "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "VND", "VUV",
-        "XAF", "XOF", "XPF",
-    ];
-    const THREE: [&str; 7] = ["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"];
-    if ZERO.contains(&code) {
-        0
-    } else if THREE.contains(&code) {
-        3
-    } else {
-        2
-    }
+    factledger_aggregates::money::minor_digits(code)
 }
 
 /// `price` milliunits of `currency` as whole minor units, exactly: 9990 USD milliunits

@@ -331,7 +331,7 @@ fn prices_in_milliunits_become_minor_units_exactly_by_the_currency_s_digits() {
         (120_000, "JPY", Some(120)),
         (120_500, "JPY", None), // half a yen: never rounded
         (1_234, "KWD", Some(1_234)),
-        (15_000_000, "IDR", Some(1_500_000)),
+        (15_000_000, "IDR", Some(15_000)), // whole rupiah (money::minor_digits)
         (0, "USD", None),
         (1_000, "XTS", None), // not a circulating currency
     ];

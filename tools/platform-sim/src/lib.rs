@@ -249,9 +249,11 @@ impl SplitMix {
     }
 }
 
-/// ISO 4217 minor-unit exponent (the platforms send major units).
+/// Minor-unit digits (the platforms send major units): ISO 4217's, except IDR in
+/// whole rupiah as the platforms write it (and as factledger counts it).
 pub fn exponent(currency: &str) -> u32 {
     match currency {
+        "IDR" => 0,
         "BIF" | "CLP" | "DJF" | "GNF" | "ISK" | "JPY" | "KMF" | "KRW" | "PYG" | "RWF" | "UGX"
         | "VND" | "VUV" | "XAF" | "XOF" | "XPF" => 0,
         "BHD" | "IQD" | "JOD" | "KWD" | "LYD" | "OMR" | "TND" => 3,
@@ -259,7 +261,7 @@ pub fn exponent(currency: &str) -> u32 {
     }
 }
 
-/// Minor units as the platforms' decimal string in major units: `125050` IDR → `"1250.50"`.
+/// Minor units as the platforms' decimal string in major units: `125050` MYR → `"1250.50"`.
 pub fn major(minor: i64, currency: &str) -> String {
     let places = exponent(currency) as usize;
     let digits = format!("{:0>width$}", minor.unsigned_abs(), width = places + 1);
