@@ -29,8 +29,8 @@
 //! assumes that period.
 
 use super::platform::{
-    FetchError, HttpPlatformAdapter, MalformedOrder, PageRequest, PlatformAdapter, Window,
-    PAGE_SIZE_DEFAULT, REQUEST_TIMEOUT_MS_DEFAULT,
+    FetchError, MalformedOrder, PageRequest, PlatformAdapter, Window, PAGE_SIZE_DEFAULT,
+    REQUEST_TIMEOUT_MS_DEFAULT,
 };
 use super::platforms::config::{self, Protocol, Source};
 use super::platforms::shopee::ShopeeAdapter;
@@ -403,9 +403,11 @@ impl SyncConfig {
             Some(Protocol::Shopee(accounts)) => {
                 Arc::new(ShopeeAdapter::new(accounts.clone(), timeout_ms)?)
             }
-            Some(Protocol::Generic) | None => {
-                Arc::new(HttpPlatformAdapter::new(platform, url, timeout_ms)?)
-            }
+            Some(Protocol::Generic) | None => Arc::new(
+                crate::affiliate::platforms::generic::HttpPlatformAdapter::new(
+                    platform, url, timeout_ms,
+                )?,
+            ),
         })
     }
 }

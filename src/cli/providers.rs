@@ -4,7 +4,7 @@
 //! command line; a missing or malformed one refuses the start, naming it).
 
 use super::secrets::{env_lookup, Choice, Secrets};
-use factledger::server::services::GatewayCallbacks;
+use factledger::server::gateways::GatewayCallbacks;
 use factledger::services::gateway::PaymentGateway;
 use std::sync::Arc;
 

@@ -7,6 +7,7 @@ pub mod appstore;
 mod contract_tests;
 pub mod gateway_alipay;
 pub mod gateway_wechatpay;
+pub mod gateways;
 pub mod partitions;
 pub mod payouts;
 pub mod router;
@@ -141,7 +142,7 @@ pub struct ServeOptions {
     pub services_cron: services::ServicesCron,
     /// How the gateway's callbacks are verified and read (its secrets come from the
     /// environment or files).
-    pub services_callbacks: services::GatewayCallbacks,
+    pub services_callbacks: gateways::GatewayCallbacks,
     /// App Store Server Notifications V2 (`POST /v1/callbacks/appstore`), when set
     /// (`appstore::config_from_env`: bundle id, environment, pinned root).
     pub appstore: Option<crate::services::appstore::AppStoreConfig>,
@@ -253,7 +254,7 @@ pub async fn job_engine(
             .with(appstore::provider(services_ctx.clone(), config))?;
     }
     if let Some(gateway) = options.services.gateway.clone() {
-        options.callbacks = options.callbacks.with(services::payment_callbacks(
+        options.callbacks = options.callbacks.with(gateways::payment_callbacks(
             services_ctx,
             gateway,
             &options.services_callbacks,

@@ -56,7 +56,7 @@ impl ServicesEnv {
             .configure(move |o| {
                 o.job_scan_interval_ms = Some(100);
                 o.services = wired;
-                o.services_callbacks = factledger::server::services::GatewayCallbacks::Paysim {
+                o.services_callbacks = factledger::server::gateways::GatewayCallbacks::Paysim {
                     secret: CALLBACK_SECRET.into(),
                 };
                 extra(o);

@@ -990,7 +990,7 @@ both_backends!(
                 let gateway = HttpGateway::new(HttpGatewayConfig::new("http://127.0.0.1:9", "k"))
                     .expect("gateway");
                 o.services.gateway = Some(Arc::new(gateway));
-                o.services_callbacks = factledger::server::services::GatewayCallbacks::Paysim {
+                o.services_callbacks = factledger::server::gateways::GatewayCallbacks::Paysim {
                     secret: "gateway-secret".into(),
                 };
             },

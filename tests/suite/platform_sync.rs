@@ -11,7 +11,8 @@ use crate::common;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use common::{scalar, TestDb};
-use factledger::affiliate::platform::{HttpPlatformAdapter, PlatformAdapter};
+use factledger::affiliate::platform::PlatformAdapter;
+use factledger::affiliate::platforms::generic::HttpPlatformAdapter;
 use factledger::affiliate::sync::{
     self, load_state, submit_sync_jobs, sync_job, SyncHandler, SyncPair, SyncSettings, SyncTask,
     LOOKBACK_SLICE_MS, OVERLAP_MS, PLATFORM_SYNC, SAFETY_LAG_MS, SYNC_INTERVAL_MS,

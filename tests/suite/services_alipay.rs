@@ -8,7 +8,7 @@ use crate::common::app::spawn_app;
 use crate::common::{eventually, Rng, TestDb};
 use crate::services_env::ServicesEnv;
 use chrono::{Duration, Utc};
-use factledger::server::services::GatewayCallbacks;
+use factledger::server::gateways::GatewayCallbacks;
 use factledger::services::alipay::config::{
     ENV_APP_ID, ENV_APP_PRIVATE_KEY, ENV_GATEWAY_URL, ENV_PUBLIC_KEY, ENV_SELLER_ID,
 };

@@ -13,7 +13,7 @@ use crate::common::{eventually, TestDb};
 use crate::services_env::ServicesEnv;
 use chrono::{Duration, Utc};
 use factledger::server::gateway_wechatpay::WechatPayCallbacks;
-use factledger::server::services::GatewayCallbacks;
+use factledger::server::gateways::GatewayCallbacks;
 use factledger::services::scans::Scan;
 use factledger::services::units::orders::late_refund_no;
 use factledger::services::wechatpay::crypto::{ApiV3Key, MerchantKey, PlatformKeys};

@@ -13,7 +13,7 @@
 //! without the trailing newline), so it need not sit in the process environment.
 
 use super::shopee::{market_currency, ShopeeAccount};
-use super::tiktok::TikTokCredentials;
+use super::tiktok::{tiktok_token_var, TikTokCredentials};
 use super::PlatformSecret;
 use factledger_aggregates::affiliate::{CountryCode, Platform};
 use std::collections::BTreeMap;
@@ -70,11 +70,6 @@ impl Source<'_> {
 
 fn prefix(platform: Platform) -> String {
     format!("FACTLEDGER_PLATFORM_{}", platform.as_str())
-}
-
-/// `FACTLEDGER_PLATFORM_TIKTOK_ACCESS_TOKEN_<COUNTRY>`.
-pub fn tiktok_token_var(country: CountryCode) -> String {
-    format!("{}_ACCESS_TOKEN_{country}", prefix(Platform::TikTok))
 }
 
 /// The adapter of `platform` for these countries, with its credentials.

@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | TikTok Shop | [`tiktok::TikTokAdapter`] | Partner Center API reference, *Search Creator Affiliate Orders* (`POST /affiliate_creator/202410/orders/search`) and *Sign your API request* |
 //! | Shopee | [`shopee::ShopeeAdapter`] | Shopee Affiliate Open API (GraphQL `conversionReport`, `Authorization: SHA256 Credential=…`) |
-//! | Lazada | generic ([`HttpPlatformAdapter`](super::platform::HttpPlatformAdapter)) | the affiliate conversion report is not in Lazada Open Platform's public API reference; [`lazada`] holds the documented request signing for when it is |
+//! | Lazada | generic ([`HttpPlatformAdapter`](generic::HttpPlatformAdapter)) | the affiliate conversion report is not in Lazada Open Platform's public API reference; [`lazada`] holds the documented request signing for when it is |
 //! | Traveloka | generic | no public affiliate API documentation |
 //!
 //! `decimal.rs` converts the platforms' decimal-string amounts exactly; `http.rs` is
@@ -29,6 +29,7 @@ pub mod config;
 #[cfg(test)]
 mod contract_tests;
 pub mod decimal;
+pub mod generic;
 pub mod http;
 pub mod lazada;
 pub mod shopee;

@@ -287,7 +287,7 @@ impl PlatformAdapter for TikTokAdapter {
                 reason: format!(
                     "no access token for {} ({})",
                     request.country,
-                    super::config::tiktok_token_var(request.country)
+                    tiktok_token_var(request.country)
                 ),
             })?;
         let (query, body) = self.signed_request(request, (self.clock)());
@@ -463,4 +463,13 @@ pub fn normalise(country: CountryCode, raw: &Value) -> Result<NormalisedOrder, N
         platform_updated_at: delivered_at.map_or(ordered_at, |d| d.max(ordered_at)),
         attribution,
     })
+}
+
+/// `FACTLEDGER_PLATFORM_TIKTOK_ACCESS_TOKEN_<COUNTRY>`: each market is its own
+/// creator account with its own token.
+pub fn tiktok_token_var(country: CountryCode) -> String {
+    format!(
+        "FACTLEDGER_PLATFORM_{}_ACCESS_TOKEN_{country}",
+        Platform::TikTok.as_str()
+    )
 }

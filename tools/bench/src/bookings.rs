@@ -52,7 +52,7 @@ pub async fn bench(url: &str, o: Options) -> anyhow::Result<()> {
         job_scan_interval_ms: Some(50),
         settlement_cron: factledger::server::SettlementCron::Off,
         services: services.clone(),
-        services_callbacks: factledger::server::services::GatewayCallbacks::Paysim {
+        services_callbacks: factledger::server::gateways::GatewayCallbacks::Paysim {
             secret: CALLBACK_SECRET.into(),
         },
         ..Default::default()

@@ -6,7 +6,7 @@
 //! [`crate::gateway`].
 
 use crate::gateway::model::{Course, GatewayFault, Payment, Refund};
-use crate::plumbing::Signing;
+use crate::plumbing::Plan;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
@@ -50,19 +50,6 @@ pub struct GatewayCallbackAttempt {
     pub signed: bool,
     /// When the attempt ended (epoch ms).
     pub at_ms: i64,
-}
-
-/// One pay callback to deliver (kept here while held).
-#[derive(Debug, Clone)]
-pub(crate) struct Plan {
-    pub url: String,
-    pub signing: Signing,
-    pub signed: bool,
-    pub body: String,
-    pub copies: u32,
-    pub event_id: String,
-    pub order_no: String,
-    pub transaction_no: String,
 }
 
 /// The gateway's state (behind [`Shared`]'s mutex).

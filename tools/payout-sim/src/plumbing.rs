@@ -221,3 +221,16 @@ pub(crate) struct Delivery {
     pub error: Option<String>,
     pub delivered: bool,
 }
+
+/// One pay callback to deliver (the gateway keeps it while held).
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub url: String,
+    pub signing: Signing,
+    pub signed: bool,
+    pub body: String,
+    pub copies: u32,
+    pub event_id: String,
+    pub order_no: String,
+    pub transaction_no: String,
+}

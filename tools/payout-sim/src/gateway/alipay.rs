@@ -28,7 +28,7 @@
 //!   RSA2 with Alipay's key over the node's exact text.
 
 use super::{GatewaySim, Payment};
-use crate::gateway_state::Plan;
+use crate::plumbing::Plan;
 use crate::plumbing::Signing;
 use base64::Engine as _;
 use rsa::pkcs1::DecodeRsaPublicKey;

@@ -5,7 +5,8 @@
 use super::{
     next, now_ms, GatewayFault, GatewaySim, Payment, PaymentRequest, SIGNATURE_HEADER, WRONG_SECRET,
 };
-use crate::gateway_state::{GatewayCallbackAttempt, Plan};
+use crate::gateway_state::GatewayCallbackAttempt;
+use crate::plumbing::Plan;
 use crate::plumbing::{ControlError, Delivery, Signing};
 use crate::CALLBACK_LOG_MAX;
 use serde::{Deserialize, Serialize};

@@ -36,7 +36,7 @@
 //! SUCCESS, ABNORMAL, CLOSED.
 
 use super::{now_ms, CallbackReport, GatewaySim, Payment, Refund, RefundStatus};
-use crate::gateway_state::Plan;
+use crate::plumbing::Plan;
 use crate::plumbing::{ControlError, HeaderSigner, Signing};
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
