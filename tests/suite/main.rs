@@ -62,6 +62,7 @@ mod parsing;
 mod partitions;
 mod payment_password_load;
 mod platform_protocols;
+mod platform_protocols_random;
 mod platform_sync;
 mod projection;
 mod projector_property;

@@ -15,6 +15,7 @@ use factledger::affiliate::platforms::PlatformSecret;
 use factledger::affiliate::sync::{
     self, sync_job, SyncHandler, SyncPair, SyncSettings, SyncTask, PLATFORM_SYNC,
 };
+use factledger::affiliate::OrderIngestor;
 use factledger::infra::jobs::engine::{Engine, EngineConfig};
 use factledger::infra::jobs::{ops, JobStatus, Selector};
 use factledger_aggregates::affiliate::{CountryCode, Platform};
@@ -29,11 +30,15 @@ use std::sync::Arc;
 const MINUTE_MS: i64 = 60_000;
 const HOUR_MS: i64 = 60 * MINUTE_MS;
 
-fn id() -> CountryCode {
+pub(crate) fn id() -> CountryCode {
     CountryCode::parse("ID").unwrap()
 }
 
-fn adapter(platform: Platform, base_url: &str, secret: &str) -> Arc<dyn PlatformAdapter> {
+pub(crate) fn adapter(
+    platform: Platform,
+    base_url: &str,
+    secret: &str,
+) -> Arc<dyn PlatformAdapter> {
     match platform {
         Platform::TikTok => Arc::new(
             TikTokAdapter::new(
@@ -79,11 +84,38 @@ async fn round(
     secret: &str,
     now_ms: i64,
 ) -> Run {
+    let ingest = Arc::new(Recorder::default());
+    let (status, error) = round_into(
+        db,
+        sim,
+        (platform, secret),
+        now_ms,
+        SyncTask::Incremental,
+        ingest.clone(),
+    )
+    .await;
+    Run {
+        status,
+        error,
+        ingest,
+    }
+}
+
+/// One round of `task` for `platform` × ID against `sim` at `now_ms`, signing with
+/// `secret` and ingesting into `ingest` (a recorder or the real ingest unit): the
+/// job's status and last error after the round.
+pub(crate) async fn round_into(
+    db: &TestDb,
+    sim: &platform_sim::Running,
+    (platform, secret): (Platform, &str),
+    now_ms: i64,
+    task: SyncTask,
+    ingest: Arc<dyn OrderIngestor>,
+) -> (JobStatus, Option<String>) {
     let pair = SyncPair {
         platform,
         country: id(),
     };
-    let ingest = Arc::new(Recorder::default());
     let settings = SyncSettings {
         page_size: 5,
         clock: Arc::new(move || DateTime::from_timestamp_millis(now_ms).unwrap()),
@@ -95,7 +127,7 @@ async fn round(
         database.db.clone(),
         vec![adapter(platform, &base, secret)],
         vec![pair],
-        ingest.clone(),
+        ingest,
         settings,
     );
     let engine = Engine::new(
@@ -105,21 +137,14 @@ async fn round(
         vec![(&PLATFORM_SYNC, Arc::new(handler))],
     )
     .unwrap();
-    engine
-        .submit(&sync_job(pair, SyncTask::Incremental))
-        .await
-        .unwrap();
-    let code = PLATFORM_SYNC.code(&sync::business_key(pair, SyncTask::Incremental));
+    engine.submit(&sync_job(pair, task)).await.unwrap();
+    let code = PLATFORM_SYNC.code(&sync::business_key(pair, task));
     engine
         .retry(&Selector::parse(vec![code.clone()], vec![]).unwrap())
         .await
         .unwrap();
     let view = ops::show(engine.db(), &code).await.unwrap().unwrap();
-    Run {
-        status: view.job.status,
-        error: view.job.last_error,
-        ingest,
-    }
+    (view.job.status, view.job.last_error)
 }
 
 /// Twelve orders created within the last day (whole minutes: the platforms speak
