@@ -183,7 +183,13 @@ fn start(dir: &Path, args: &[&str], env: &[(&str, String)]) -> Serving {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn serve");
-    let out = child.stdout.take().expect("stdout");
+    let out = child.stdout.take();
+    // Dropped (killed and waited for) on every path, a failed start included.
+    let mut serving = Serving {
+        child,
+        base: String::new(),
+    };
+    let out = out.expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
@@ -199,10 +205,8 @@ fn start(dir: &Path, args: &[&str], env: &[(&str, String)]) -> Serving {
             .recv_timeout(left)
             .expect("serve never said where it listens");
         if let Some(base) = line.strip_prefix("factledger listening on ") {
-            return Serving {
-                child,
-                base: base.trim().to_owned(),
-            };
+            serving.base = base.trim().to_owned();
+            return serving;
         }
     }
 }
