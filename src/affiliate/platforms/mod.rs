@@ -35,6 +35,9 @@ pub mod lazada;
 pub mod shopee;
 pub mod tiktok;
 
+use crate::affiliate::platform::NormaliseError;
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::Arc;
 
@@ -64,6 +67,37 @@ impl fmt::Debug for PlatformSecret {
 /// half-open millisecond window `[ms, …)` contains.
 pub fn seconds_ceil(ms: i64) -> i64 {
     ms.div_euclid(1_000) + i64::from(ms.rem_euclid(1_000) != 0)
+}
+
+/// A field whose value breaks a rule (`reason`).
+fn invalid(field: &'static str, reason: impl Into<String>) -> NormaliseError {
+    NormaliseError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// Unix seconds (TikTok's and Shopee's time encoding) → a time; 0 or absent means
+/// "not yet" for optional times.
+fn unix_seconds(
+    o: &Map<String, Value>,
+    name: &'static str,
+) -> Result<Option<DateTime<Utc>>, NormaliseError> {
+    match o.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => {
+            let s = v
+                .as_i64()
+                .ok_or_else(|| invalid(name, "must be integer Unix seconds"))?;
+            if s == 0 {
+                return Ok(None);
+            }
+            DateTime::from_timestamp(s, 0)
+                .filter(|t| t.timestamp() > 0)
+                .map(Some)
+                .ok_or_else(|| invalid(name, format!("{s} is not a plausible Unix time")))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@
 use super::decimal;
 use super::http::{check_base_url, PlatformHttp};
 use super::tiktok::SecondsClock;
-use super::{seconds_ceil, PlatformSecret};
+use super::{invalid, seconds_ceil, unix_seconds as seconds, PlatformSecret};
 use crate::affiliate::platform::{
     FetchError, FetchedPage, MalformedOrder, NormaliseError, PageRequest, PlatformAdapter,
     PAGE_TOKEN_CHARS_MAX,
@@ -301,34 +301,6 @@ impl PlatformAdapter for ShopeeAdapter {
             Err(_) if !(200..300).contains(&answer.status) => self.http.status_error(&answer),
             Err(reason) => self.http.body_error(reason),
         })
-    }
-}
-
-fn invalid(field: &'static str, reason: impl Into<String>) -> NormaliseError {
-    NormaliseError::Invalid {
-        field,
-        reason: reason.into(),
-    }
-}
-
-fn seconds(
-    o: &Map<String, Value>,
-    name: &'static str,
-) -> Result<Option<DateTime<Utc>>, NormaliseError> {
-    match o.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => {
-            let s = v
-                .as_i64()
-                .ok_or_else(|| invalid(name, "must be integer Unix seconds"))?;
-            if s == 0 {
-                return Ok(None);
-            }
-            DateTime::from_timestamp(s, 0)
-                .filter(|t| t.timestamp() > 0)
-                .map(Some)
-                .ok_or_else(|| invalid(name, format!("{s} is not a plausible Unix time")))
-        }
     }
 }
 
