@@ -41,7 +41,7 @@ use crate::affiliate::platform::{
     PAGE_TOKEN_CHARS_MAX,
 };
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use factledger_aggregates::affiliate::{CountryCode, Platform, PlatformOrderId, ReportedMinor};
 use factledger_aggregates::affiliate_order::{Attribution, NormalisedOrder, OrderStatus};
 use factledger_aggregates::money::{BoundedId, Currency};

@@ -60,9 +60,12 @@ fn too_large() -> Problem {
 
 /// The request with its body under the route's limit (axum's `DefaultBodyLimit`),
 /// and whether its declared `Content-Length` is over that limit. The limit is not
-/// public, so it is read through the limited body's size hint: the limit caps the
-/// hint's upper bound, below a longer declared length (a route without a limit
-/// leaves the hint as declared).
+/// public, so it is read through a limited body's size hint: the limit caps the upper
+/// bound of a body of unknown size (a route without a limit leaves it unbounded).
+///
+/// A request over the limit keeps none of its body: it is answered 413 at once, and
+/// its body is read and dropped in the background ([`drain_refused`]), so a client
+/// still writing it reads the 413 rather than a reset connection.
 pub fn declared_over_limit(req: Request) -> (Request, bool) {
     use axum::RequestExt;
     let declared = req
@@ -70,10 +73,46 @@ pub fn declared_over_limit(req: Request) -> (Request, bool) {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    let req = req.with_limited_body();
-    let upper = axum::body::HttpBody::size_hint(req.body()).upper();
-    let over = matches!((declared, upper), (Some(d), Some(u)) if d > u);
-    (req, over)
+    let (parts, body) = req.into_parts();
+    let unknown_size = axum::body::Body::from_stream(futures::stream::empty::<
+        Result<Bytes, std::convert::Infallible>,
+    >());
+    let probe = Request::from_parts(parts, unknown_size).with_limited_body();
+    let limit = axum::body::HttpBody::size_hint(probe.body()).upper();
+    let (parts, _) = probe.into_parts();
+    let over = matches!((declared, limit), (Some(d), Some(l)) if d > l);
+    if over {
+        drain_refused(body);
+        return (Request::from_parts(parts, axum::body::Body::empty()), true);
+    }
+    (Request::from_parts(parts, body).with_limited_body(), false)
+}
+
+/// Most bytes of a refused body read after its 413 ([`drain_refused`]).
+pub const DRAIN_BYTES_MAX: usize = 1024 * 1024;
+/// Longest a refused body is read after its 413.
+pub const DRAIN_FOR: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Read and drop a refused request's body in the background, at most
+/// [`DRAIN_BYTES_MAX`] for at most [`DRAIN_FOR`] (a lingering close, as nginx does):
+/// the 413 is already on its way, and closing with the client's bytes unread would
+/// reset the connection and lose it. A client that declared more, or writes slower,
+/// is cut off when either bound is reached; nothing waits on it.
+fn drain_refused(body: axum::body::Body) {
+    use futures::StreamExt;
+    tokio::spawn(async move {
+        let mut stream = body.into_data_stream();
+        let _ = tokio::time::timeout(DRAIN_FOR, async {
+            let mut read = 0usize;
+            while let Some(Ok(chunk)) = stream.next().await {
+                read += chunk.len();
+                if read >= DRAIN_BYTES_MAX {
+                    break;
+                }
+            }
+        })
+        .await;
+    });
 }
 
 /// Middleware for routes whose handlers read the body with axum's own extractors (the
