@@ -11,9 +11,7 @@
 //! unauthenticated URL would let anybody fill the table.
 
 use crate::callbacks::inbox::{self, CallbackRow, CallbackSummary};
-use crate::callbacks::{
-    self, AnswerFormat, CallbackError, Delivery, HandleStatus, Receipt, VerifyStatus,
-};
+use crate::callbacks::{self, CallbackError, Delivery, HandleStatus, Receipt, VerifyStatus};
 use crate::runtime::http::body::RawBody;
 use crate::runtime::http::query::QueryParams;
 use crate::runtime::http::{AppState, Caller, Problem, ProblemBody};
@@ -24,6 +22,21 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// How a provider expects its delivery answered: what makes it stop re-sending.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AnswerFormat {
+    /// Our receipt as JSON (200 handled or duplicate, 202 failed and replayed) and
+    /// problem+json errors. Xendit and Apple only read the 2xx status.
+    #[default]
+    Json,
+    /// WeChat Pay APIv3: a stored delivery is answered 200 with no body; a refusal
+    /// 4xx/5xx with `{"code":"FAIL","message":…}` (WeChat re-sends on anything else).
+    WechatPayV3,
+    /// Alipay: a stored delivery is answered with the text `success`; a refusal
+    /// with `fail` (Alipay re-sends until it reads `success`).
+    AlipayText,
+}
 
 impl From<CallbackError> for Problem {
     fn from(e: CallbackError) -> Self {

@@ -57,6 +57,7 @@ pub fn routes() -> axum::Router<crate::runtime::http::AppState> {
         )
 }
 
+pub use api::AnswerFormat;
 pub use guard::CallbackLimits;
 pub use normalize::{JsonPointers, NormalizeError, Normalized, Normalizer};
 pub use replay::{replay_failed, ReplayFailedOptions, ReplayFailedReport, CALLBACK_REPLAY};
@@ -232,21 +233,6 @@ pub struct CallbackProvider {
     pub keep_headers: Vec<String>,
     /// How the provider expects to be answered.
     pub answer: AnswerFormat,
-}
-
-/// How a provider expects its delivery answered: what makes it stop re-sending.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum AnswerFormat {
-    /// Our receipt as JSON (200 handled or duplicate, 202 failed and replayed) and
-    /// problem+json errors. Xendit and Apple only read the 2xx status.
-    #[default]
-    Json,
-    /// WeChat Pay APIv3: a stored delivery is answered 200 with no body; a refusal
-    /// 4xx/5xx with `{"code":"FAIL","message":…}` (WeChat re-sends on anything else).
-    WechatPayV3,
-    /// Alipay: a stored delivery is answered with the text `success`; a refusal
-    /// with `fail` (Alipay re-sends until it reads `success`).
-    AlipayText,
 }
 
 impl CallbackProvider {
