@@ -126,6 +126,37 @@ impl RefundAnswer {
     }
 }
 
+/// A string field of a gateway's JSON: present, a string, not blank, at most `max`
+/// characters; the error names the field.
+pub fn string_field<'a>(
+    body: &'a serde_json::Map<String, serde_json::Value>,
+    name: &str,
+    max: usize,
+) -> Result<&'a str, String> {
+    use serde_json::Value;
+    match body.get(name) {
+        None | Some(Value::Null) => Err(format!("{name}: missing")),
+        Some(Value::String(s)) if s.trim().is_empty() => Err(format!("{name}: must not be blank")),
+        Some(Value::String(s)) if s.chars().count() > max => {
+            Err(format!("{name}: longer than {max} characters"))
+        }
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(format!("{name}: must be a string, got {other}")),
+    }
+}
+
+/// A [`string_field`] that also keys our records: `BoundedId`'s characters.
+pub fn id_field(
+    body: &serde_json::Map<String, serde_json::Value>,
+    name: &str,
+    max: usize,
+) -> Result<String, String> {
+    let s = string_field(body, name, max)?;
+    factledger_aggregates::BoundedId::parse(s)
+        .map(|id| id.as_str().to_owned())
+        .map_err(|e| format!("{name}: {e}"))
+}
+
 /// `s` cut to at most `max` bytes on a character boundary.
 pub fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {

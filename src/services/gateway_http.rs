@@ -64,7 +64,7 @@ use super::gateway::{
     GATEWAY_RESPONSE_BYTES_MAX,
 };
 use crate::infra::outbound::{describe, read_body};
-use factledger_aggregates::{BoundedId, Currency};
+use factledger_aggregates::Currency;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
@@ -369,26 +369,12 @@ fn bad_refund_no(refund_no: &str) -> Option<String> {
     None
 }
 
-/// A string field of the callback: present, a string, not blank, at most
-/// [`ID_CHARS_MAX`] characters.
 fn field<'a>(body: &'a Map<String, Value>, name: &str) -> Result<&'a str, String> {
-    match body.get(name) {
-        None | Some(Value::Null) => Err(format!("{name}: missing")),
-        Some(Value::String(s)) if s.trim().is_empty() => Err(format!("{name}: must not be blank")),
-        Some(Value::String(s)) if s.chars().count() > ID_CHARS_MAX => {
-            Err(format!("{name}: longer than {ID_CHARS_MAX} characters"))
-        }
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!("{name}: must be a string, got {other}")),
-    }
+    super::gateway::string_field(body, name, ID_CHARS_MAX)
 }
 
-/// An id field that also keys our records: [`BoundedId`]'s characters.
 fn id_field(body: &Map<String, Value>, name: &str) -> Result<String, String> {
-    let s = field(body, name)?;
-    BoundedId::parse(s)
-        .map(|id| id.as_str().to_owned())
-        .map_err(|e| format!("{name}: {e}"))
+    super::gateway::id_field(body, name, ID_CHARS_MAX)
 }
 
 /// Reads a pay callback's normalised payload (the whole verified body, see the module

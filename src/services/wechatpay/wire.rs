@@ -31,7 +31,7 @@
 use super::super::gateway::{
     truncate, PayMethod, PaymentNotice, RefundAnswer, GATEWAY_RESPONSE_BYTES_MAX,
 };
-use factledger_aggregates::{BoundedId, Currency};
+use factledger_aggregates::Currency;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -109,22 +109,11 @@ impl TradeState {
 }
 
 fn field<'a>(body: &'a Map<String, Value>, name: &str) -> Result<&'a str, String> {
-    match body.get(name) {
-        None | Some(Value::Null) => Err(format!("{name}: missing")),
-        Some(Value::String(s)) if s.trim().is_empty() => Err(format!("{name}: must not be blank")),
-        Some(Value::String(s)) if s.chars().count() > ID_CHARS_MAX => {
-            Err(format!("{name}: longer than {ID_CHARS_MAX} characters"))
-        }
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!("{name}: must be a string, got {other}")),
-    }
+    super::super::gateway::string_field(body, name, ID_CHARS_MAX)
 }
 
 fn id_field(body: &Map<String, Value>, name: &str) -> Result<String, String> {
-    let s = field(body, name)?;
-    BoundedId::parse(s)
-        .map(|id| id.as_str().to_owned())
-        .map_err(|e| format!("{name}: {e}"))
+    super::super::gateway::id_field(body, name, ID_CHARS_MAX)
 }
 
 fn object<'a>(body: &'a Map<String, Value>, name: &str) -> Result<&'a Map<String, Value>, String> {
